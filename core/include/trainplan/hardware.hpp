@@ -1,0 +1,66 @@
+// Hardware: GPUs, the links between them, and the cluster a scenario runs on.
+#pragma once
+
+#include <string>
+
+namespace trainplan {
+
+enum class NumericFormat { FP32, TF32, BF16, FP16, FP8 };
+
+struct GpuSpec {
+    std::string id, name, vendor, architecture, source, notes;
+    bool consumer = false;                  // GeForce: no P2P, half-rate fp32 accumulate
+    double memory_gb_marketed = 0;
+    double capacity_bytes = 0;              // what the driver reports as total
+    double memory_bandwidth_Bps = 0;
+    double fp32_flops = 0;                  // non-tensor
+    double tf32_flops = 0;                  // dense tensor; 0 when unsupported
+    double bf16_flops = 0;                  // dense tensor, fp32 accumulate
+    double fp16_flops = 0;                  // dense tensor, fp32 accumulate
+    double fp8_flops = 0;                   // dense, 0 when unsupported
+    double tdp_w = 0;
+    int pcie_gen = 0;
+    int pcie_lanes = 16;
+    std::string nvlink;                     // link preset id, empty when none
+    bool p2p = true;
+    double matmul_efficiency = 0;           // 0 = not given (time model uses its default)
+    double memory_bandwidth_efficiency = 0; // 0 = not given
+    double price_usd = 0;                   // 0 = not given
+
+    // Dense peak for the given format (falls back to the next-wider supported format).
+    [[nodiscard]] double peak_flops(NumericFormat f) const;
+};
+
+enum class LinkKind { PCIe, NVLink, NVSwitch, InfiniBand, RoCE, Ethernet, InfinityFabric };
+[[nodiscard]] const char* to_string(LinkKind k);
+
+struct LinkSpec {
+    std::string id, name, source, notes;
+    LinkKind kind = LinkKind::PCIe;
+    double bandwidth_Bps = 0;  // per direction (per GPU intra-node, per port for NICs)
+    double efficiency = 0;     // achievable collective fraction, 0 = not given
+    double latency_s = 0;      // 0 = not given
+    bool p2p = true;           // PCIe: GPUs reach each other directly
+};
+
+struct NodeSpec {
+    std::string id, name, gpu, intra_node, inter_node, source, notes;
+    int gpus_per_node = 1;
+    int nics_per_node = 0;
+    double system_power_kw = 0;
+    double price_usd = 0;
+};
+
+// The machines one scenario runs on.
+struct ClusterSpec {
+    GpuSpec gpu;
+    int num_gpus = 1;
+    int gpus_per_node = 1;
+    LinkSpec intra_node;   // between GPUs of one node
+    LinkSpec inter_node;   // between nodes (unused on one node)
+    int nics_per_node = 0; // 0 = one per GPU
+
+    [[nodiscard]] int num_nodes() const { return (num_gpus + gpus_per_node - 1) / gpus_per_node; }
+};
+
+}  // namespace trainplan

@@ -1,0 +1,123 @@
+// Parsing and resolving inputs. Core reads no files: callers hand in text (and a
+// name for it used in diagnostics), and implement PresetLookup to find presets.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainplan/hardware.hpp"
+#include "trainplan/model.hpp"
+#include "trainplan/result.hpp"
+#include "trainplan/training.hpp"
+
+namespace trainplan {
+
+// ---- presets (one TOML document each; unknown keys are rejected)
+[[nodiscard]] Result<ModelSpec> parse_model_toml(std::string_view text, const std::string& filename, const std::string& id);
+[[nodiscard]] Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filename, const std::string& id);
+[[nodiscard]] Result<LinkSpec> parse_link_toml(std::string_view text, const std::string& filename, const std::string& id);
+[[nodiscard]] Result<NodeSpec> parse_node_toml(std::string_view text, const std::string& filename, const std::string& id);
+
+// Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2/Qwen2-MoE, Gemma/Gemma-2,
+// Phi/Phi-3, Falcon, GPT-2, GPT-NeoX, GPT-J, OPT, BLOOM, MPT, StarCoder2 keys).
+[[nodiscard]] Result<ModelSpec> parse_hf_config(std::string_view text, const std::string& filename, const std::string& id);
+
+// "7b", "13B", "1.5b", "350m": a Llama-shaped model of about that size, marked approximate.
+[[nodiscard]] bool is_size_shorthand(std::string_view s);
+[[nodiscard]] Result<ModelSpec> model_from_shorthand(std::string_view s);
+
+// Semantic checks shared by every model source (each names the key and constraint).
+[[nodiscard]] std::vector<Diagnostic> check_model(const ModelSpec& m);
+
+// Where a scenario key was set: a file position, or a command-line flag.
+struct Origin {
+    std::string file;
+    int line = 0, column = 0;
+};
+
+// A scenario as written (file or flags): every field optional, preset
+// references unresolved. Flags are merged over a file with merge().
+struct ScenarioInput {
+    std::optional<std::string> model;          // preset, shorthand or path
+    std::optional<ModelSpec> model_inline;     // [model] with inline architecture keys
+    std::optional<std::string> gpu, node, intra_node, inter_node;
+    std::optional<int> gpus, gpus_per_node, nics_per_node;
+
+    std::optional<Method> method;
+    std::optional<int> lora_rank;
+    std::optional<double> lora_alpha, lora_dropout;
+    std::optional<unsigned> lora_targets;
+    std::optional<QuantType> quant;
+    std::optional<bool> double_quant, paged_optimizer;
+    std::optional<Precision> precision;
+    std::optional<OptimizerKind> optimizer;
+    std::optional<Framework> framework;
+    std::optional<int> zero;
+    std::optional<FsdpStrategy> fsdp;
+    std::optional<Offload> optimizer_offload, param_offload;
+    std::optional<Recompute> recompute;
+    std::optional<bool> flash_attention;
+    std::optional<std::int64_t> seq_len, micro_batch, grad_accum, global_batch;
+    std::optional<int> tp, pp, dp, ep, vp;
+    std::optional<bool> sequence_parallel;
+    std::optional<Schedule> schedule;
+    std::optional<double> framework_overhead_gib, fragmentation;
+
+    std::map<std::string, Origin> origin;  // scenario key -> where it was set
+
+    void merge(const ScenarioInput& over);  // fields set in `over` win
+};
+
+[[nodiscard]] Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::string& filename);
+
+// ---- enum spellings accepted in files and on the command line
+[[nodiscard]] std::optional<Method> parse_method(std::string_view s);
+[[nodiscard]] std::optional<Precision> parse_precision(std::string_view s);
+[[nodiscard]] std::optional<OptimizerKind> parse_optimizer(std::string_view s);
+[[nodiscard]] std::optional<Framework> parse_framework(std::string_view s);
+[[nodiscard]] std::optional<Recompute> parse_recompute(std::string_view s);
+[[nodiscard]] std::optional<Offload> parse_offload(std::string_view s);
+[[nodiscard]] std::optional<Schedule> parse_schedule(std::string_view s);
+[[nodiscard]] std::optional<QuantType> parse_quant(std::string_view s);
+[[nodiscard]] std::optional<FsdpStrategy> parse_fsdp(std::string_view s);
+[[nodiscard]] std::optional<unsigned> parse_lora_targets(std::string_view s);  // "q,v", "all", "attention", "mlp"
+
+// ---- finding presets (implemented by the front ends, which do the file I/O)
+enum class PresetKind { Model, Gpu, Link, Node };
+[[nodiscard]] const char* to_string(PresetKind k);
+
+struct TextSource {
+    std::string text;
+    std::string filename;  // as shown in diagnostics
+    std::string id;        // preset name (file stem)
+};
+
+class PresetLookup {
+public:
+    virtual ~PresetLookup() = default;
+    // The preset of that kind and name, if one exists.
+    virtual std::optional<TextSource> find(PresetKind kind, std::string_view name) = 0;
+    // All preset names of a kind (for suggestions and listings).
+    virtual std::vector<std::string> names(PresetKind kind) = 0;
+    // A user-named file (model TOML, config.json); nullopt if unreadable, with
+    // the reason in `why`.
+    virtual std::optional<TextSource> read_file(const std::string& path, std::string& why) = 0;
+};
+
+// Loads and parses one preset; unknown names get a "did you mean" diagnostic.
+[[nodiscard]] Result<ModelSpec> load_model(PresetLookup& lookup, const std::string& spec, const std::string& flag);
+[[nodiscard]] Result<GpuSpec> load_gpu(PresetLookup& lookup, const std::string& name, const std::string& flag);
+[[nodiscard]] Result<LinkSpec> load_link(PresetLookup& lookup, const std::string& name, const std::string& flag);
+[[nodiscard]] Result<NodeSpec> load_node(PresetLookup& lookup, const std::string& name, const std::string& flag);
+
+// Builds a complete, validated Scenario: defaults, then the input's fields,
+// then derived values (dp from the GPU count, accumulation from the global batch).
+[[nodiscard]] Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup);
+
+// Closest names by edit distance (for "did you mean").
+[[nodiscard]] std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& names, size_t max = 3);
+
+}  // namespace trainplan

@@ -1,0 +1,101 @@
+// Per-GPU memory: model states, activations from the op graph, logits, temporary
+// buffers, framework overhead and allocator fragmentation, per pipeline stage.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trainplan/opgraph.hpp"
+#include "trainplan/training.hpp"
+
+namespace trainplan {
+
+// Documented defaults (override per scenario with TrainingSetup fields).
+struct MemoryDefaults {
+    // CUDA context, loaded kernels and library handles of a PyTorch process.
+    double cuda_context_bytes = 0;
+    // cuBLAS/cuDNN workspaces.
+    double library_workspace_bytes = 0;
+    // NCCL communicator buffers, per process, when any collective group exists.
+    double communicator_bytes = 0;
+    // Reserved-but-unallocated share of the caching allocator, as a fraction of
+    // the allocated peak.
+    double fragmentation_fraction = 0;
+    // Gradient-reduction buckets in flight (2 x PyTorch DDP's 25 MB default).
+    double grad_bucket_bytes = 0;
+};
+[[nodiscard]] const MemoryDefaults& memory_defaults();
+
+// Bytes kept per parameter under a precision policy / optimizer / framework, before
+// any sharding. `master` is the fp32 master copy (shown inside the optimizer term).
+struct BytesPerParam {
+    double weights = 0;
+    double gradients = 0;
+    double master = 0;
+    double optimizer_states = 0;  // excluding master
+    [[nodiscard]] double optimizer() const { return master + optimizer_states; }
+    [[nodiscard]] double total() const { return weights + gradients + master + optimizer_states; }
+};
+[[nodiscard]] BytesPerParam bytes_per_trainable_param(const TrainingSetup& t);
+
+// Model states (ZeRO paper, Rajbhandari et al. 2020, Sec. 3 and Table 1): for
+// `params` parameters all trained, sharded over `shard` data-parallel ranks by
+// ZeRO stage `t.zero_stage`. Stage 1: optimizer / N_d; 2: + gradients; 3: + weights.
+struct ModelStates {
+    double weights = 0, gradients = 0, optimizer = 0, master = 0;
+    [[nodiscard]] double total() const { return weights + gradients + optimizer; }
+};
+[[nodiscard]] ModelStates model_states(double params, const TrainingSetup& t, double shard);
+
+struct MemoryBreakdown {
+    double weights = 0;
+    double gradients = 0;
+    double optimizer = 0;       // includes master weights
+    double master_weights = 0;  // the part of `optimizer` that is the fp32 master copy
+    double activations = 0;
+    double logits = 0;
+    double temporary = 0;
+    double framework = 0;
+    double fragmentation = 0;
+    double total = 0;           // everything above except master_weights (already in optimizer)
+    double allocated = 0;       // tensor peak: total - framework - fragmentation
+    double capacity = 0;
+    double cpu = 0;             // host memory per GPU (offload, paged optimizer)
+    double nvme = 0;            // NVMe bytes per GPU (offload to NVMe)
+    double paged_out = 0;       // paged optimizer states that spill to the host
+    [[nodiscard]] bool fits() const { return total <= capacity; }
+    [[nodiscard]] double headroom() const { return capacity - total; }
+};
+
+struct StageMemory {
+    int stage = 0;
+    int layers = 0;
+    double microbatches_in_flight = 0;  // layer-weighted, as stored at the peak
+    MemoryBreakdown mem;
+};
+
+struct MemoryEstimate {
+    std::vector<StageMemory> stages;  // one per distinct stage kind (first, middle, last) or all on request
+    int worst = 0;                    // index into stages
+    std::int64_t trainable_params = 0;
+    std::int64_t total_params = 0;
+    [[nodiscard]] const MemoryBreakdown& peak() const { return stages[static_cast<size_t>(worst)].mem; }
+};
+
+// Layers held by pipeline stage i (remainders go to the last stages, which keep
+// fewer micro-batches in flight).
+[[nodiscard]] int layers_on_stage(std::int64_t layers, int pp, int stage);
+
+// Trainable parameters of LoRA adapters in one layer (before TP).
+[[nodiscard]] std::int64_t lora_params_per_layer(const ModelSpec& m, const LoraConfig& l);
+
+// Evaluates memory. With all_stages = false only the distinct stage kinds are
+// computed (first, one middle, last), which is what the worst case needs.
+// The scenario must be valid (see validate()).
+[[nodiscard]] MemoryEstimate estimate_memory(const Scenario& s, bool all_stages = false);
+
+// Same, reusing a layer graph built once for the model and setup (fast path for
+// searches and benchmarks).
+[[nodiscard]] MemoryEstimate estimate_memory(const Scenario& s, const LayerGraph& g, bool all_stages = false);
+
+}  // namespace trainplan

@@ -1,0 +1,93 @@
+// Model architecture (ModelSpec) and exact parameter counting.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace trainplan {
+
+enum class Activation { SwiGLU, GeGLU, GELU, ReLU };
+enum class NormKind { RMSNorm, LayerNorm };
+enum class PositionKind { RoPE, Learned, ALiBi, None };
+
+[[nodiscard]] const char* to_string(Activation a);
+[[nodiscard]] const char* to_string(NormKind n);
+[[nodiscard]] const char* to_string(PositionKind p);
+
+struct MoESpec {
+    int num_experts = 0;          // 0: dense model
+    int top_k = 0;
+    int shared_experts = 0;
+    std::int64_t expert_ffn = 0;  // intermediate size of one expert
+    std::int64_t shared_expert_ffn = 0;
+};
+
+struct ModelSpec {
+    std::string id;       // preset name or file the model came from
+    std::string name;     // display name
+    std::string source;   // where the figures come from
+    std::string family;
+    bool approximate = false;  // built from a size shorthand, not a real checkpoint
+
+    std::int64_t num_layers = 0;
+    std::int64_t hidden = 0;
+    std::int64_t num_heads = 0;
+    std::int64_t num_kv_heads = 0;
+    std::int64_t head_dim = 0;
+    std::int64_t ffn = 0;
+    std::int64_t vocab = 0;
+    std::int64_t max_seq_len = 0;
+
+    Activation activation = Activation::SwiGLU;
+    NormKind norm = NormKind::RMSNorm;
+    bool norm_bias = false;
+    int norms_per_layer = 2;
+    bool qkv_bias = false;
+    bool out_bias = false;
+    bool mlp_bias = false;
+    bool tied_embeddings = false;
+    PositionKind position = PositionKind::RoPE;
+    bool parallel_block = false;
+    bool embedding_norm = false;
+    bool final_norm = true;
+    bool lm_head_bias = false;
+    double dropout = 0.0;  // > 0: dropout masks are stored for backward
+
+    MoESpec moe;
+    std::int64_t reference_params = 0;  // published exact count, 0 if none
+
+    [[nodiscard]] bool gated() const {
+        return activation == Activation::SwiGLU || activation == Activation::GeGLU;
+    }
+    [[nodiscard]] bool is_moe() const { return moe.num_experts > 0; }
+    [[nodiscard]] std::int64_t q_dim() const { return num_heads * head_dim; }
+    [[nodiscard]] std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
+};
+
+// Exact parameter counts, split the way the memory model shards them.
+struct ParamCounts {
+    // One transformer layer.
+    std::int64_t attention = 0;      // q, k, v, o weights and biases
+    std::int64_t mlp = 0;            // dense MLP (0 for MoE layers)
+    std::int64_t experts = 0;        // all routed experts of one layer
+    std::int64_t shared_experts = 0; // shared (always-active) experts of one layer
+    std::int64_t router = 0;
+    std::int64_t layer_norms = 0;
+    std::int64_t per_layer = 0;      // sum of the above
+
+    std::int64_t embedding = 0;      // token embedding (+ embedding norm)
+    std::int64_t positions = 0;      // learned position embedding
+    std::int64_t lm_head = 0;        // 0 when tied
+    std::int64_t final_norm = 0;
+
+    std::int64_t total = 0;
+    std::int64_t active = 0;         // parameters touched per token (MoE: top-k experts)
+    std::int64_t non_embedding = 0;  // total minus embedding, positions and lm_head
+};
+
+[[nodiscard]] ParamCounts count_params(const ModelSpec& m);
+
+// Parameters of one (dense or expert) MLP of the given intermediate size.
+[[nodiscard]] std::int64_t mlp_params(const ModelSpec& m, std::int64_t ffn);
+
+}  // namespace trainplan

@@ -1,0 +1,112 @@
+// How the model is trained: method, precision, optimizer, sharding, recompute,
+// batch and the parallel layout; plus the Scenario that ties model, cluster and
+// setup together.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainplan/hardware.hpp"
+#include "trainplan/model.hpp"
+#include "trainplan/result.hpp"
+
+namespace trainplan {
+
+enum class Method { Full, LoRA, QLoRA };
+enum class Precision { FP32, FP16Mixed, BF16Mixed, BF16, FP8Mixed };
+enum class OptimizerKind { AdamW, AdamW8bit, SGD, SGDMomentum, Adafactor, Lion };
+enum class Recompute { None, Selective, Full };
+enum class Offload { None, CPU, NVMe };
+enum class Schedule { OneF1B, Interleaved, GPipe };
+enum class QuantType { NF4, FP4 };
+enum class FsdpStrategy { None, FullShard, ShardGradOp, HybridShard, NoShard };
+
+// Whose bookkeeping of mixed-precision training is assumed. They differ in what
+// is kept per parameter (see memory.cpp for the table and sources).
+enum class Framework {
+    DeepSpeed,   // ZeRO paper: 2 B weights + 2 B grads + 12 B optimizer (fp32 master, m, v)
+    Megatron,    // fp32 main grads: 2 + 4 + 12
+    PyTorchAMP,  // torch.autocast: fp32 weights and grads, 16-bit weight copies cached
+};
+
+[[nodiscard]] const char* to_string(Method v);
+[[nodiscard]] const char* to_string(Precision v);
+[[nodiscard]] const char* to_string(OptimizerKind v);
+[[nodiscard]] const char* to_string(Recompute v);
+[[nodiscard]] const char* to_string(Offload v);
+[[nodiscard]] const char* to_string(Schedule v);
+[[nodiscard]] const char* to_string(QuantType v);
+[[nodiscard]] const char* to_string(FsdpStrategy v);
+[[nodiscard]] const char* to_string(Framework v);
+
+// LoRA target modules (bit flags).
+enum LoraTarget : unsigned {
+    kLoraQ = 1u << 0, kLoraK = 1u << 1, kLoraV = 1u << 2, kLoraO = 1u << 3,
+    kLoraGate = 1u << 4, kLoraUp = 1u << 5, kLoraDown = 1u << 6,
+    kLoraAttention = kLoraQ | kLoraK | kLoraV | kLoraO,
+    kLoraMlp = kLoraGate | kLoraUp | kLoraDown,
+    kLoraAll = kLoraAttention | kLoraMlp,
+};
+
+struct LoraConfig {
+    int rank = 16;
+    double alpha = 32;
+    unsigned targets = kLoraAll;
+    double dropout = 0.05;  // > 0 stores a dropped copy of each adapted input
+};
+
+struct QLoraConfig {
+    QuantType quant = QuantType::NF4;
+    bool double_quant = true;
+    int block_size = 64;
+    bool paged_optimizer = true;  // optimizer states may spill to CPU memory
+};
+
+struct ParallelLayout {
+    int tp = 1, pp = 1, dp = 1, ep = 1;
+    int vp = 1;  // interleaved model chunks per pipeline stage
+    bool sequence_parallel = false;
+    Schedule schedule = Schedule::OneF1B;
+    [[nodiscard]] int model_parallel() const { return tp * pp; }
+    [[nodiscard]] int world() const { return tp * pp * dp; }
+};
+
+struct TrainingSetup {
+    Method method = Method::Full;
+    LoraConfig lora;
+    QLoraConfig qlora;
+    Precision precision = Precision::BF16Mixed;
+    OptimizerKind optimizer = OptimizerKind::AdamW;
+    Framework framework = Framework::DeepSpeed;
+    int zero_stage = 0;                   // 0..3
+    FsdpStrategy fsdp = FsdpStrategy::None;
+    Offload optimizer_offload = Offload::None;
+    Offload param_offload = Offload::None;
+    Recompute recompute = Recompute::None;
+    bool flash_attention = true;
+    std::int64_t seq_len = 2048;
+    std::int64_t micro_batch = 1;
+    std::int64_t grad_accum = 1;          // micro-batches per step per DP replica
+    ParallelLayout layout;
+    // Overrides of documented defaults (see memory.hpp); negative = use default.
+    double framework_overhead_bytes = -1;
+    double fragmentation_fraction = -1;
+
+    [[nodiscard]] std::int64_t global_batch() const { return micro_batch * grad_accum * layout.dp; }
+    [[nodiscard]] bool trains_base_weights() const { return method == Method::Full; }
+};
+
+struct Scenario {
+    ModelSpec model;
+    ClusterSpec cluster;
+    TrainingSetup setup;
+};
+
+// Checks that a scenario is a possible configuration (heads divisible by TP,
+// GPU count = TP x PP x DP, batch arithmetic, ranges). Each broken constraint is
+// one diagnostic naming the key, its value and the limit. Empty = valid.
+[[nodiscard]] std::vector<Diagnostic> validate(const Scenario& s);
+
+}  // namespace trainplan

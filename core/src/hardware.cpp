@@ -1,0 +1,29 @@
+#include "trainplan/hardware.hpp"
+
+namespace trainplan {
+
+double GpuSpec::peak_flops(NumericFormat f) const {
+    switch (f) {
+        case NumericFormat::FP8: if (fp8_flops > 0) return fp8_flops; [[fallthrough]];
+        case NumericFormat::BF16: if (bf16_flops > 0) return bf16_flops; [[fallthrough]];
+        case NumericFormat::FP16: if (fp16_flops > 0) return fp16_flops; [[fallthrough]];
+        case NumericFormat::TF32: if (tf32_flops > 0) return tf32_flops; [[fallthrough]];
+        case NumericFormat::FP32: return fp32_flops;
+    }
+    return fp32_flops;
+}
+
+const char* to_string(LinkKind k) {
+    switch (k) {
+        case LinkKind::PCIe: return "pcie";
+        case LinkKind::NVLink: return "nvlink";
+        case LinkKind::NVSwitch: return "nvswitch";
+        case LinkKind::InfiniBand: return "infiniband";
+        case LinkKind::RoCE: return "roce";
+        case LinkKind::Ethernet: return "ethernet";
+        case LinkKind::InfinityFabric: return "infinity_fabric";
+    }
+    return "?";
+}
+
+}  // namespace trainplan
