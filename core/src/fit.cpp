@@ -24,7 +24,13 @@ std::string arrow(const std::string& key, const std::string& from, const std::st
 
 bool set_recompute(Scenario& s, std::vector<std::string>& ch, Recompute r) {
     if (s.setup.recompute >= r) return false;
-    ch.push_back(arrow("recompute", to_string(s.setup.recompute), to_string(r)));
+    // Selective then full reads as one change: none -> full.
+    auto prev = std::find_if(ch.begin(), ch.end(), [](const std::string& c) { return c.rfind("recompute:", 0) == 0; });
+    if (prev != ch.end()) {
+        *prev = arrow("recompute", prev->substr(11, prev->find(' ', 11) - 11), to_string(r));
+    } else {
+        ch.push_back(arrow("recompute", to_string(s.setup.recompute), to_string(r)));
+    }
     s.setup.recompute = r;
     return true;
 }
@@ -211,6 +217,9 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
             if (mem.fits()) break;
             if (!apply(x, changes)) continue;
             mem = estimate_memory(x).peak();
+            const std::string sel = " + selective recompute";
+            if (name == "full recompute" && title.size() >= sel.size() && title.compare(title.size() - sel.size(), sel.size(), sel) == 0)
+                title.resize(title.size() - sel.size());
             title += " + " + name;
             cost += 1;
         }

@@ -269,6 +269,9 @@ MemoryEstimate estimate_memory(const Scenario& s, const LayerGraph& g, bool all_
             host += grads32;  // the CPU optimizer reads fp32 gradients from host memory
             mem.optimizer = 0;
             mem.master_weights = 0;
+            // ZeRO-Offload streams gradients to the host as backward produces
+            // them; the GPU keeps transfer buffers only (counted under temporary).
+            mem.gradients = 0;
         }
         double gathered_weights = 0;
         const double layer_params_tp = (layer_linear_dense / tp + layer_experts / (tp * ep) + layer_small);
@@ -323,6 +326,7 @@ MemoryEstimate estimate_memory(const Scenario& s, const LayerGraph& g, bool all_
 
         // ---- temporary buffers
         double temp = gathered_weights;
+        if (t.optimizer_offload != Offload::None) temp += def.grad_bucket_bytes;
         if (t.recompute == Recompute::Full) temp += layer_act_full;  // one layer recomputed during backward
         if (t.recompute == Recompute::Selective) temp += g.stored_none.bytes(sq, mb, tp, sp) - g.stored_selective.bytes(sq, mb, tp, sp);
         if (lay.dp > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;

@@ -633,6 +633,9 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
     }
     if (in.optimizer_offload) t.optimizer_offload = *in.optimizer_offload;
     if (in.param_offload) t.param_offload = *in.param_offload;
+    // The QLoRA recipe trains with gradient checkpointing (Dettmers et al. 2023;
+    // peft.prepare_model_for_kbit_training enables it by default).
+    if (t.method == Method::QLoRA) t.recompute = Recompute::Full;
     if (in.recompute) t.recompute = *in.recompute;
     if (in.flash_attention) t.flash_attention = *in.flash_attention;
     if (in.seq_len) t.seq_len = *in.seq_len;

@@ -1,0 +1,61 @@
+#include "app.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+
+namespace trainplan::cli {
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+    CLI::App app{"trainplan: will it fit, how fast, what to buy -- capacity planning for LLM training", "trainplan"};
+    app.set_version_flag("--version", std::string("trainplan ") + TRAINPLAN_VERSION);
+    app.require_subcommand(1);
+
+    FitOptions fit;
+    setup_fit(*app.add_subcommand("fit", "Memory per GPU, verdict, and the changes that would make it fit"), fit);
+    ListOptions models, gpus, links, nodes;
+    setup_list(*app.add_subcommand("models", "List model presets"), models);
+    setup_list(*app.add_subcommand("gpus", "List GPU presets"), gpus);
+    setup_list(*app.add_subcommand("links", "List link presets (PCIe, NVLink, InfiniBand, Ethernet)"), links);
+    setup_list(*app.add_subcommand("nodes", "List node presets"), nodes);
+
+    std::vector<std::string> rev(args.rbegin(), args.rend());
+    if (!rev.empty()) rev.pop_back();  // program name
+    try {
+        app.parse(rev);
+    } catch (const CLI::CallForHelp&) {
+        out << app.help();
+        return 0;
+    } catch (const CLI::CallForAllHelp&) {
+        out << app.help("", CLI::AppFormatMode::All);
+        return 0;
+    } catch (const CLI::CallForVersion& e) {
+        out << e.what() << '\n';
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        // Help requested on a subcommand arrives here too.
+        if (e.get_exit_code() == 0) {
+            for (const auto* sub : app.get_subcommands()) out << sub->help();
+            if (app.get_subcommands().empty()) out << app.help();
+            return 0;
+        }
+        err << "error: " << e.what() << "\n(run 'trainplan --help' for usage)\n";
+        return 2;
+    }
+
+    try {
+        if (app.got_subcommand("fit")) return run_fit(fit, out, err);
+        if (app.got_subcommand("models")) return run_models(models, out, err);
+        if (app.got_subcommand("gpus")) return run_gpus(gpus, out, err);
+        if (app.got_subcommand("links")) return run_links(links, out, err);
+        if (app.got_subcommand("nodes")) return run_nodes(nodes, out, err);
+    } catch (const std::exception& e) {
+        // Core reports bad input as values; reaching here is a bug, but the user
+        // still gets a message and a defined exit code instead of a crash.
+        err << "internal error: " << e.what() << '\n';
+        return 3;
+    }
+    return 2;
+}
+
+}  // namespace trainplan::cli

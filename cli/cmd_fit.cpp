@@ -1,0 +1,133 @@
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "output.hpp"
+#include "trainplan/fit.hpp"
+#include "trainplan/units.hpp"
+
+namespace trainplan::cli {
+
+void setup_fit(CLI::App& app, FitOptions& o) {
+    add_scenario_flags(app, o.scenario, true);
+    app.add_flag("--json", o.json, "Machine-readable output (names as in the design reference)");
+    app.add_flag("--stages", o.all_stages, "Show every pipeline stage, not only the worst");
+    app.add_option("--remedies", o.max_remedies, "How many fixes to list when it does not fit (default 6)");
+}
+
+int report_error(const Error& e, std::ostream& err) {
+    for (const auto& d : e.diagnostics) err << d.to_string() << '\n';
+    return 2;
+}
+
+namespace {
+
+void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMemory& st, const Scenario& s) {
+    const TrainingSetup& t = s.setup;
+    auto row = [&](const char* name, double v, const std::string& note) {
+        out << fmt::format("  {:<15}{:>12}   {}\n", name, gb(v), note);
+    };
+    const BytesPerParam bpp = bytes_per_trainable_param(t);
+    std::string wnote = t.method == Method::QLoRA ? "4-bit base + 16-bit adapters"
+                        : t.method == Method::LoRA ? "frozen 16-bit base + adapters"
+                                                   : fmt::format("{:g} B/param", bpp.weights);
+    if (t.zero_stage >= 3) wnote += fmt::format(", sharded over {}", t.layout.dp);
+    if (t.param_offload != Offload::None) wnote = "offloaded to " + std::string(to_string(t.param_offload));
+    row("weights", m.weights, wnote);
+    row("gradients", m.gradients, t.zero_stage >= 2 ? fmt::format("sharded over {}", t.layout.dp) : "");
+    std::string onote = m.master_weights > 0 ? "incl. " + gb(m.master_weights) + " fp32 master weights" : "";
+    if (t.optimizer_offload != Offload::None) onote = "offloaded to " + std::string(to_string(t.optimizer_offload));
+    if (m.paged_out > 0) onote += (onote.empty() ? "" : "; ") + gb(m.paged_out) + " paged out to host";
+    row("optimizer", m.optimizer, onote);
+    row("activations", m.activations,
+        fmt::format("{} layers x {:g} micro-batch{} in flight, recompute {}", st.layers, st.microbatches_in_flight,
+                    st.microbatches_in_flight == 1 ? "" : "es", to_string(t.recompute)));
+    row("logits", m.logits, m.logits > 0 ? "16-bit logits + fp32 softmax copy" : "");
+    row("temporary", m.temporary, "buffers, gathered layers, recompute working set");
+    row("framework", m.framework, "CUDA context, cuBLAS workspace, NCCL buffers");
+    row("fragmentation", m.fragmentation, "allocator reserve");
+    out << "  " << std::string(27, '-') << '\n';
+    out << fmt::format("  {:<15}{:>12}   of {} capacity ({:.2f} GiB)\n", "total", gb(m.total), gb(m.capacity),
+                       m.capacity / units::GiB);
+    if (m.cpu > 0) out << fmt::format("  {:<15}{:>12}   host memory per GPU\n", "cpu", gb(m.cpu));
+    if (m.nvme > 0) out << fmt::format("  {:<15}{:>12}   NVMe per GPU\n", "nvme", gb(m.nvme));
+}
+
+}  // namespace
+
+int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
+    FilePresets presets(o.scenario.preset_dirs);
+    auto sc = build_scenario(o.scenario, presets);
+    if (!sc) return report_error(sc.error(), err);
+    const Scenario& s = *sc;
+
+    FitReport rep = check_fit(s, o.max_remedies);
+    if (o.all_stages) rep.estimate = estimate_memory(s, true);
+    const MemoryBreakdown& peak = rep.estimate.peak();
+    const StageMemory& worst = rep.estimate.stages[static_cast<size_t>(rep.estimate.worst)];
+
+    if (o.json) {
+        nlohmann::json j = scenario_json(s);
+        j["memory"] = memory_json(peak);
+        j["memory"]["worst_stage"] = worst.stage;
+        j["params"] = {{"total", rep.estimate.total_params}, {"trainable", rep.estimate.trainable_params}};
+        nlohmann::json stages = nlohmann::json::array();
+        for (const auto& st : rep.estimate.stages) {
+            nlohmann::json js = memory_json(st.mem);
+            js["stage"] = st.stage;
+            js["layers"] = st.layers;
+            js["microbatches_in_flight"] = st.microbatches_in_flight;
+            stages.push_back(js);
+        }
+        j["stages"] = stages;
+        nlohmann::json rem = nlohmann::json::array();
+        for (const auto& r : rep.remedies) {
+            rem.push_back({{"title", r.title}, {"changes", r.changes}, {"cost", r.cost},
+                           {"changes_result", r.changes_result}, {"extra_gpus", r.extra_gpus},
+                           {"memory", memory_json(r.memory)}});
+        }
+        j["remedies"] = rem;
+        out << j.dump(2) << '\n';
+        return rep.fits ? 0 : 1;
+    }
+
+    const ParamCounts pc = count_params(s.model);
+    out << fmt::format("{}{} on {}\n", s.model.name, s.model.approximate ? " [approximate]" : "", describe_hardware(s));
+    out << fmt::format("params: {} total", count(pc.total));
+    if (s.model.is_moe()) out << fmt::format(" ({} active per token)", count(pc.active));
+    out << fmt::format(", {} trainable\n", count(rep.estimate.trainable_params));
+    out << "setup: " << describe_setup(s) << "\n\n";
+
+    for (const auto& st : rep.estimate.stages) {
+        if (!o.all_stages && st.stage != worst.stage) continue;
+        if (s.setup.layout.pp > 1)
+            out << fmt::format("Memory per GPU, pipeline stage {} of {}{}\n", st.stage + 1, s.setup.layout.pp,
+                               st.stage == worst.stage ? " (worst)" : "");
+        else
+            out << "Memory per GPU\n";
+        print_breakdown(out, st.mem, st, s);
+        out << '\n';
+    }
+
+    if (rep.fits) {
+        out << fmt::format("FITS: {} headroom ({:.0f} % of capacity free)\n", gb(peak.headroom()),
+                           100.0 * peak.headroom() / peak.capacity);
+        return 0;
+    }
+    out << fmt::format("DOES NOT FIT: {} over capacity (needs {:.1f}x the memory)\n", gb(-peak.headroom()),
+                       peak.total / peak.capacity);
+    if (rep.remedies.empty()) {
+        out << "\nNo single change or small combination makes it fit on this hardware; try a larger GPU "
+               "(trainplan gpus) or a smaller model.\n";
+        return 1;
+    }
+    out << "\nChanges that make it fit, cheapest first:\n";
+    int i = 1;
+    for (const auto& r : rep.remedies) {
+        out << fmt::format("  {}. {:<58} {:>10}  ({} headroom)\n", i++, r.title, gb(r.memory.total), gb(r.memory.headroom()));
+        for (const auto& c : r.changes) out << "       " << c << '\n';
+        out << "       cost: " << r.cost << (r.changes_result ? " [changes what is trained]" : "") << '\n';
+    }
+    return 1;
+}
+
+}  // namespace trainplan::cli

@@ -1,0 +1,90 @@
+#include "output.hpp"
+
+#include <fmt/format.h>
+
+#include "trainplan/units.hpp"
+
+namespace trainplan::cli {
+
+std::string gb(double bytes) {
+    const double v = bytes / units::GB;
+    if (std::abs(v) >= 1000) return fmt::format("{:.0f} GB", v);
+    if (std::abs(v) >= 100) return fmt::format("{:.1f} GB", v);
+    return fmt::format("{:.2f} GB", v);
+}
+
+std::string count(std::int64_t n) {
+    const double v = static_cast<double>(n);
+    if (v >= 1e12) return fmt::format("{:.2f} T", v / 1e12);
+    if (v >= 1e9) return fmt::format("{:.2f} B", v / 1e9);
+    if (v >= 1e6) return fmt::format("{:.1f} M", v / 1e6);
+    if (v >= 1e3) return fmt::format("{:.1f} K", v / 1e3);
+    return fmt::format("{}", n);
+}
+
+std::string describe_setup(const Scenario& s) {
+    const TrainingSetup& t = s.setup;
+    std::string method = t.method == Method::Full ? "full fine-tune"
+                         : t.method == Method::LoRA ? fmt::format("LoRA r={}", t.lora.rank)
+                                                    : fmt::format("QLoRA {} r={}", to_string(t.qlora.quant), t.lora.rank);
+    std::string line = fmt::format("{}, {}, {}", method, to_string(t.precision), to_string(t.optimizer));
+    if (t.precision != Precision::FP32 && t.precision != Precision::BF16) line += fmt::format(" ({} convention)", to_string(t.framework));
+    line += fmt::format(", ZeRO-{}", t.zero_stage);
+    if (t.fsdp != FsdpStrategy::None) line += fmt::format(" (FSDP {})", to_string(t.fsdp));
+    if (t.optimizer_offload != Offload::None) line += fmt::format(", optimizer offload {}", to_string(t.optimizer_offload));
+    if (t.param_offload != Offload::None) line += fmt::format(", param offload {}", to_string(t.param_offload));
+    line += fmt::format(", recompute {}, FlashAttention {}", to_string(t.recompute), t.flash_attention ? "on" : "off");
+    const ParallelLayout& p = t.layout;
+    line += fmt::format("\n  seq {}, micro-batch {}, grad accum {}, global batch {}; tp {} pp {} dp {}", t.seq_len,
+                        t.micro_batch, t.grad_accum, t.global_batch(), p.tp, p.pp, p.dp);
+    if (p.ep > 1) line += fmt::format(" ep {}", p.ep);
+    if (p.pp > 1) line += fmt::format(" ({}{})", to_string(p.schedule), p.vp > 1 ? fmt::format(", v={}", p.vp) : "");
+    if (p.sequence_parallel) line += " +SP";
+    return line;
+}
+
+std::string describe_hardware(const Scenario& s) {
+    const ClusterSpec& c = s.cluster;
+    std::string line = fmt::format("{} x {} ({:.1f} GiB)", c.num_gpus, c.gpu.name, c.gpu.capacity_bytes / units::GiB);
+    if (c.num_gpus > 1) {
+        line += fmt::format(", {} per node over {}", c.gpus_per_node, c.intra_node.name);
+        if (c.num_nodes() > 1) line += fmt::format(", nodes over {}", c.inter_node.name);
+    }
+    return line;
+}
+
+nlohmann::json memory_json(const MemoryBreakdown& m) {
+    return {
+        {"weights_bytes", m.weights},       {"gradients_bytes", m.gradients},
+        {"optimizer_bytes", m.optimizer},   {"master_weights_bytes", m.master_weights},
+        {"activations_bytes", m.activations}, {"logits_bytes", m.logits},
+        {"temporary_bytes", m.temporary},   {"framework_bytes", m.framework},
+        {"fragmentation_bytes", m.fragmentation}, {"total_bytes", m.total},
+        {"allocated_bytes", m.allocated},   {"capacity_bytes", m.capacity},
+        {"headroom_bytes", m.headroom()},   {"cpu_bytes", m.cpu},
+        {"nvme_bytes", m.nvme},             {"paged_out_bytes", m.paged_out},
+        {"fits", m.fits()},
+    };
+}
+
+nlohmann::json scenario_json(const Scenario& s) {
+    const TrainingSetup& t = s.setup;
+    const ParamCounts pc = count_params(s.model);
+    return {
+        {"model", {{"id", s.model.id}, {"name", s.model.name}, {"approximate", s.model.approximate},
+                   {"params", pc.total}, {"active_params", pc.active}}},
+        {"hardware", {{"gpu", s.cluster.gpu.id}, {"gpus", s.cluster.num_gpus}, {"gpus_per_node", s.cluster.gpus_per_node},
+                      {"intra_node", s.cluster.intra_node.id}, {"inter_node", s.cluster.inter_node.id}}},
+        {"training", {{"method", to_string(t.method)}, {"precision", to_string(t.precision)},
+                      {"optimizer", to_string(t.optimizer)}, {"framework", to_string(t.framework)},
+                      {"zero", t.zero_stage}, {"recompute", to_string(t.recompute)},
+                      {"flash_attention", t.flash_attention}, {"seq_len", t.seq_len}, {"micro_batch", t.micro_batch},
+                      {"grad_accum", t.grad_accum}, {"global_batch", t.global_batch()},
+                      {"optimizer_offload", to_string(t.optimizer_offload)}, {"param_offload", to_string(t.param_offload)}}},
+        {"parallel", {{"tp", t.layout.tp}, {"pp", t.layout.pp}, {"dp", t.layout.dp}, {"ep", t.layout.ep},
+                      {"vp", t.layout.vp}, {"sequence_parallel", t.layout.sequence_parallel},
+                      {"schedule", to_string(t.layout.schedule)}}},
+    };
+}
+
+}  // namespace trainplan::cli

@@ -1,0 +1,25 @@
+// Human and JSON rendering shared by the commands (formatting lives with the
+// front ends, not in core).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "trainplan/fit.hpp"
+#include "trainplan/memory.hpp"
+
+namespace trainplan::cli {
+
+// "13.48 GB" (decimal; the unit users compare with vendor figures).
+std::string gb(double bytes);
+std::string count(std::int64_t n);  // "6.74 B", "124 M"
+
+// One line describing the scenario's setup.
+std::string describe_setup(const Scenario& s);
+std::string describe_hardware(const Scenario& s);
+
+nlohmann::json memory_json(const MemoryBreakdown& m);
+nlohmann::json scenario_json(const Scenario& s);
+
+}  // namespace trainplan::cli

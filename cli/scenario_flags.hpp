@@ -1,0 +1,34 @@
+// The scenario flags shared by fit / simulate / plan: one options struct, one
+// setup function, one conversion onto core's ScenarioInput.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "presets.hpp"
+#include "trainplan/io.hpp"
+
+namespace trainplan::cli {
+
+struct ScenarioFlags {
+    std::string model;
+    std::string scenario_file;
+    std::vector<std::string> preset_dirs;
+    std::optional<std::string> gpu, node, intra_node, inter_node;
+    std::optional<std::int64_t> gpus, gpus_per_node, nics_per_node;
+    std::optional<std::string> method, precision, optimizer, framework, fsdp, offload_optimizer, offload_params,
+        recompute, flash_attention, schedule, lora_targets, quant, double_quant, paged_optimizer;
+    std::optional<std::int64_t> lora_rank, zero, seq_len, micro_batch, grad_accum, global_batch, tp, pp, dp, ep, vp;
+    std::optional<double> lora_alpha, lora_dropout, framework_overhead_gib, fragmentation;
+    bool sequence_parallel = false;
+};
+
+void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required);
+
+// Reads --scenario (if any), applies the flags over it, resolves presets.
+Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets);
+
+}  // namespace trainplan::cli

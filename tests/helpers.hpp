@@ -1,0 +1,50 @@
+// Shared test helpers: presets from the source tree, in-process CLI runs.
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app.hpp"
+#include "presets.hpp"
+#include "trainplan/io.hpp"
+#include "trainplan/memory.hpp"
+
+namespace tp_test {
+
+inline trainplan::cli::FilePresets& presets() {
+    static trainplan::cli::FilePresets p({TRAINPLAN_SOURCE_DIR});
+    return p;
+}
+
+inline trainplan::ModelSpec model(const std::string& name) {
+    auto m = trainplan::load_model(presets(), name, "model");
+    if (!m) throw std::runtime_error(m.error().message());
+    return *m;
+}
+
+inline trainplan::GpuSpec gpu(const std::string& name) {
+    auto g = trainplan::load_gpu(presets(), name, "gpu");
+    if (!g) throw std::runtime_error(g.error().message());
+    return *g;
+}
+
+struct CliResult {
+    int code = 0;
+    std::string out, err;
+};
+
+inline CliResult cli(const std::vector<std::string>& args) {
+    std::vector<std::string> full{"trainplan"};
+    full.insert(full.end(), args.begin(), args.end());
+    std::ostringstream out, err;
+    CliResult r;
+    r.code = trainplan::cli::run(full, out, err);
+    r.out = out.str();
+    r.err = err.str();
+    return r;
+}
+
+inline std::string data(const std::string& rel) { return std::string(TRAINPLAN_TEST_DATA) + "/" + rel; }
+
+}  // namespace tp_test

@@ -1,0 +1,114 @@
+// `trainplan fit` end to end, in-process (KeePassXC-style CLI tests).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "helpers.hpp"
+
+using tp_test::cli;
+
+TEST_CASE("7B full fine-tune on a 24 GB RTX 4090 does not fit; 13.5 GB of weights", "[cli][fit]") {
+    const auto r = cli({"fit", "llama-2-7b", "--gpu", "rtx-4090"});
+    CHECK(r.code == 1);
+    // 6,738,415,616 params x 2 B (bf16) = 13.48 GB (seeds: "7B in FP16: ~14 GB of weights").
+    CHECK(r.out.find("weights            13.48 GB") != std::string::npos);
+    CHECK(r.out.find("DOES NOT FIT") != std::string::npos);
+    // Mixed-precision Adam: 16 B/param = 107.8 GB of model states alone, far above 24 GB.
+    CHECK(r.out.find("incl. 26.95 GB fp32 master weights") != std::string::npos);
+    CHECK(r.out.find("Changes that make it fit") != std::string::npos);
+    CHECK(r.out.find("QLoRA") != std::string::npos);
+    CHECK(r.out.find("LoRA") != std::string::npos);
+    CHECK(r.err.empty());
+}
+
+TEST_CASE("13B QLoRA on an RTX 4090 fits", "[cli][fit]") {
+    const auto r = cli({"fit", "llama-2-13b", "--gpu", "rtx-4090", "--method", "qlora"});
+    CHECK(r.code == 0);
+    CHECK(r.out.find("FITS") != std::string::npos);
+}
+
+TEST_CASE("the QLoRA paper's settings: 33B on a 24 GB card, 65B on a 48 GB card", "[cli][fit][qlora]") {
+    // Dettmers et al. 2023 (finetune_guanaco_{33,65}b.sh): r = 64 on all linear
+    // layers, NF4 + double quantization, paged AdamW, gradient checkpointing,
+    // micro-batch 4 x accumulation 4, source 16 + target 512 tokens.
+    const std::vector<std::string> common{"--method", "qlora", "--lora-rank", "64", "--lora-targets", "all",
+                                          "--micro-batch", "4", "--grad-accum", "4", "--seq-len", "528"};
+    auto a = std::vector<std::string>{"fit", "llama-33b", "--gpu", "rtx-4090"};
+    a.insert(a.end(), common.begin(), common.end());
+    CHECK(cli(a).code == 0);
+    auto b = std::vector<std::string>{"fit", "llama-65b", "--gpu", "rtx-a6000"};
+    b.insert(b.end(), common.begin(), common.end());
+    CHECK(cli(b).code == 0);
+    // Without the paged optimizer the 33B run does not fit 24 GB ("paged optimizers
+    // are critical to do 33B/65B QLoRA tuning on a single 24/48GB GPU").
+    a.insert(a.end(), {"--paged-optimizer", "off"});
+    CHECK(cli(a).code == 1);
+}
+
+TEST_CASE("fit --json carries the design's output names", "[cli][fit][json]") {
+    const auto r = cli({"fit", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--method", "lora", "--json"});
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    for (const char* k : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "logits_bytes",
+                          "temporary_bytes", "framework_bytes", "fragmentation_bytes", "total_bytes", "capacity_bytes", "fits"})
+        CHECK(j["memory"].contains(k));
+    CHECK(j["memory"]["fits"] == true);
+    // Frozen 16-bit base: 6,738,415,616 x 2 B, plus the adapters.
+    CHECK(j["memory"]["weights_bytes"].get<double>() == Approx(13.48e9).epsilon(0.01));
+    // A100 80GB reports 81920 MiB = 80 GiB.
+    CHECK(j["memory"]["capacity_bytes"].get<double>() == Approx(80.0 * 1024 * 1024 * 1024));
+    const double sum = j["memory"]["weights_bytes"].get<double>() + j["memory"]["gradients_bytes"].get<double>() +
+                       j["memory"]["optimizer_bytes"].get<double>() + j["memory"]["activations_bytes"].get<double>() +
+                       j["memory"]["logits_bytes"].get<double>() + j["memory"]["temporary_bytes"].get<double>() +
+                       j["memory"]["framework_bytes"].get<double>() + j["memory"]["fragmentation_bytes"].get<double>();
+    CHECK(sum == Approx(j["memory"]["total_bytes"].get<double>()));
+}
+
+TEST_CASE("every remedy listed actually fits when re-evaluated", "[cli][fit]") {
+    const auto r = cli({"fit", "llama-2-13b", "--gpu", "rtx-4090", "--json"});
+    REQUIRE(r.code == 1);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j["remedies"].size() >= 3);
+    for (const auto& rem : j["remedies"]) {
+        CAPTURE(rem["title"].get<std::string>());
+        CHECK(rem["memory"]["fits"] == true);
+        CHECK(rem["memory"]["total_bytes"].get<double>() <= rem["memory"]["capacity_bytes"].get<double>());
+    }
+}
+
+TEST_CASE("ZeRO-3 over more GPUs cuts model states by the data-parallel degree", "[cli][fit]") {
+    auto total = [](const std::string& gpus, const std::string& zero) {
+        const auto r = cli({"fit", "llama-2-13b", "--gpu", "a100-sxm-80gb", "--gpus", gpus, "--zero", zero, "--json"});
+        const auto j = nlohmann::json::parse(r.out);
+        return j["memory"]["weights_bytes"].get<double>() + j["memory"]["gradients_bytes"].get<double>() +
+               j["memory"]["optimizer_bytes"].get<double>();
+    };
+    // 16 B/param x 13,015,864,320 / 8 (ZeRO-3, Rajbhandari et al. Table 1 formula).
+    CHECK(total("8", "3") == Approx(16.0 * 13'015'864'320 / 8));
+    // ZeRO-1: 4 B + 12 B / 8.
+    CHECK(total("8", "1") == Approx((4.0 + 12.0 / 8) * 13'015'864'320));
+}
+
+TEST_CASE("models and gpus list the presets with key figures", "[cli][list]") {
+    const auto m = cli({"models"});
+    CHECK(m.code == 0);
+    CHECK(m.out.find("llama-2-7b") != std::string::npos);
+    CHECK(m.out.find("6.74 B") != std::string::npos);
+    const auto g = cli({"gpus"});
+    CHECK(g.code == 0);
+    CHECK(g.out.find("rtx-4090") != std::string::npos);
+    CHECK(g.out.find("PCIe via host") != std::string::npos);
+}
+
+TEST_CASE("a scenario file works and flags override it", "[cli][scenario]") {
+    const auto r = cli({"fit", "--scenario", tp_test::data("scenarios/llama7b-a100x8.toml"), "--json"});
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["parallel"]["tp"] == 2);
+    CHECK(j["parallel"]["dp"] == 4);
+    CHECK(j["training"]["grad_accum"] == 32);  // 256 / (2 x 4)
+    const auto o = cli({"fit", "--scenario", tp_test::data("scenarios/llama7b-a100x8.toml"), "--tp", "4", "--json"});
+    REQUIRE(o.code == 0);
+    const auto jo = nlohmann::json::parse(o.out);
+    CHECK(jo["parallel"]["tp"] == 4);
+    CHECK(jo["parallel"]["dp"] == 2);
+}
