@@ -50,7 +50,9 @@ FilePresets::FilePresets(std::vector<std::string> extra_dirs) : roots_(std::move
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     if (!ec) roots_.push_back((exe.parent_path().parent_path() / TRAINPLAN_DATA_SUBDIR).string());
-    roots_.push_back(TRAINPLAN_SOURCE_DIR);
+    // Build trees find the presets in the source tree (tests of the installed
+    // layout switch this off).
+    if (!std::getenv("TRAINPLAN_NO_BUILD_TREE_PRESETS")) roots_.push_back(TRAINPLAN_SOURCE_DIR);
 }
 
 std::optional<TextSource> FilePresets::find(PresetKind kind, std::string_view name) {

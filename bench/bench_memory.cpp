@@ -1,0 +1,63 @@
+// Prints the time of one memory evaluation (budget <= 1 us) and of `trainplan
+// fit` end to end as a process (budget <= 50 ms). Figures, not pass/fail.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "presets.hpp"
+#include "trainplan/fit.hpp"
+#include "trainplan/io.hpp"
+
+using namespace trainplan;
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+    cli::FilePresets presets({TRAINPLAN_SOURCE_DIR});
+    ScenarioInput in;
+    in.model = "llama-2-70b";
+    in.gpu = "h100-sxm";
+    in.gpus = 64;
+    in.tp = 8;
+    in.pp = 4;
+    in.vp = 2;
+    in.sequence_parallel = true;
+    in.recompute = Recompute::Selective;
+    in.seq_len = 4096;
+    in.global_batch = 512;
+    auto s = resolve_scenario(in, presets);
+    if (!s) { std::fprintf(stderr, "%s\n", s.error().message().c_str()); return 2; }
+
+    // Fast path: layer graph built once per model/setup, then the evaluation alone.
+    const LayerGraph g = build_layer_graph(s->model, s->setup);
+    double sink = 0;
+    const int n = 2'000'000;
+    auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) {
+        s->setup.micro_batch = 1 + (i & 1);
+        sink += estimate_memory(*s, g).peak().total;
+    }
+    const double per_eval = std::chrono::duration<double>(Clock::now() - t0).count() / n;
+
+    // Including the op-graph build (what a single `fit` does).
+    const int m = 200'000;
+    t0 = Clock::now();
+    for (int i = 0; i < m; ++i) sink += estimate_memory(*s).peak().total;
+    const double per_full = std::chrono::duration<double>(Clock::now() - t0).count() / m;
+
+    std::printf("memory evaluation (Llama-2-70B, 64 x H100, tp8 pp4 v2, 3 stage kinds): %.3f us  [budget 1 us]\n", per_eval * 1e6);
+    std::printf("memory evaluation including the layer-graph build:                    %.3f us\n", per_full * 1e6);
+
+    // End to end: the installed/built binary as a user runs it.
+    std::string exe = argc > 1 ? argv[1] : "";
+    if (!exe.empty()) {
+        const std::string cmd = exe + " fit llama-2-13b --gpu rtx-4090 > /dev/null";
+        const int runs = 50;
+        t0 = Clock::now();
+        for (int i = 0; i < runs; ++i)
+            if (std::system(cmd.c_str()) == -1) return 2;
+        const double per_run = std::chrono::duration<double>(Clock::now() - t0).count() / runs;
+        std::printf("trainplan fit llama-2-13b --gpu rtx-4090, end to end:  %.1f ms  [budget 50 ms]\n", per_run * 1e3);
+    }
+    return sink > 0 ? 0 : 1;
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages trainplan builds with, only those missing.
+set -euo pipefail
+pkgs=(cmake ninja-build g++ libeigen3-dev libcli11-dev libtomlplusplus-dev libfmt-dev nlohmann-json3-dev catch2)
+if [ "${TRAINPLAN_GUI:-0}" = 1 ]; then pkgs+=(qt6-base-dev qt6-charts-dev qt6-svg-dev); fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
