@@ -92,8 +92,12 @@ TEST_CASE("measured memory cases: median |error| <= 5 %, worst <= 15 %", "[memor
         // Left out with a reason, but still printed (see README, "Accuracy").
         std::string excluded;
         if (id.find("litgpt_a100_40g_lora_fsdp_") == 0)
-            excluded = "LitGPT FSDP rows contradict sharded-weight arithmetic (13B OOMs on 2 x 40 GB although its "
-                       "16-bit weights are 26 GB in all); what that FSDP setup kept unsharded is not identified";
+            // LitGPT 8641822 finetune/lora.py loads a full state dict into the FSDP
+            // model (fabric.load_raw), which materializes the unsharded weights on
+            // every rank; max_memory_allocated() spans that: 13.48 + 6.74 GB for 7B
+            // on 2 GPUs, 26 + 13 GB (> 40 GB, the reported OOM) for 13B on 2.
+            excluded = "the LitGPT FSDP peak is set by loading a full (unsharded) state dict on every rank, not by "
+                       "training; trainplan models training memory";
         else if (id.find("_bnb_nf4") != std::string::npos && id.find("litgpt") == 0)
             excluded = "LitGPT bitsandbytes rows carry ~30 % more activation memory than the same runs in bf16; "
                        "the mechanism is not identified yet";
