@@ -13,6 +13,10 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
     FitOptions fit;
     setup_fit(*app.add_subcommand("fit", "Memory per GPU, verdict, and the changes that would make it fit"), fit);
+    SimulateOptions simulate;
+    setup_simulate(*app.add_subcommand("simulate", "Step time and where it goes, throughput, MFU, time / energy / cost to train"), simulate);
+    ValidateOptions validate;
+    setup_validate(*app.add_subcommand("validate", "Accuracy against published measurements (exit 1 beyond the budgets)"), validate);
     ListOptions models, gpus, links, nodes;
     setup_list(*app.add_subcommand("models", "List model presets"), models);
     setup_list(*app.add_subcommand("gpus", "List GPU presets"), gpus);
@@ -45,6 +49,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
     try {
         if (app.got_subcommand("fit")) return run_fit(fit, out, err);
+        if (app.got_subcommand("simulate")) return run_simulate(simulate, out, err);
+        if (app.got_subcommand("validate")) return run_validate(validate, out, err);
         if (app.got_subcommand("models")) return run_models(models, out, err);
         if (app.got_subcommand("gpus")) return run_gpus(gpus, out, err);
         if (app.got_subcommand("links")) return run_links(links, out, err);

@@ -29,6 +29,25 @@ int run_gpus(const ListOptions& o, std::ostream& out, std::ostream& err);
 int run_links(const ListOptions& o, std::ostream& out, std::ostream& err);
 int run_nodes(const ListOptions& o, std::ostream& out, std::ostream& err);
 
+struct SimulateOptions {
+    ScenarioFlags scenario;
+    std::optional<double> tokens, rent, gpu_price, amortize_years, electricity, pue, worker_samples, storage_gb_s, sustained_clock;
+    std::optional<int> loader_workers;
+    bool json = false, csv = false;
+};
+void setup_simulate(CLI::App& app, SimulateOptions& o);
+int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err);
+Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& presets);
+
+struct ValidateOptions {
+    std::vector<std::string> preset_dirs;
+    std::vector<std::string> case_files;
+    bool json = false;
+    bool all = false;
+};
+void setup_validate(CLI::App& app, ValidateOptions& o);
+int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err);
+
 // Prints diagnostics and returns exit code 2.
 int report_error(const Error& e, std::ostream& err);
 

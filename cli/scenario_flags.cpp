@@ -37,6 +37,7 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required) {
     app.add_option("--offload-params", f.offload_params, "none | cpu | nvme (needs --zero 3)")->group(tr);
     app.add_option("--recompute", f.recompute, "Activation recompute: none | selective | full (default none)")->group(tr);
     app.add_option("--flash-attention", f.flash_attention, "on | off (default on)")->group(tr);
+    app.add_option("--attention-kernel", f.attention_kernel, "flash1 | flash2 | flash3 (default flash2: PyTorch SDPA / flash-attn 2)")->group(tr);
     app.add_option("--seq-len", f.seq_len, "Sequence length (default 2048)")->group(tr);
     app.add_option("--micro-batch", f.micro_batch, "Micro-batch size per GPU (default 1)")->group(tr);
     app.add_option("--grad-accum", f.grad_accum, "Gradient accumulation steps (default 1)")->group(tr);
@@ -51,6 +52,7 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required) {
     app.add_option("--ep", f.ep, "Expert parallel size (MoE)")->group(par);
     app.add_option("--vp", f.vp, "Interleaved pipeline chunks per stage")->group(par);
     app.add_flag("--sp,--sequence-parallel", f.sequence_parallel, "Sequence parallelism (with tp > 1)")->group(par);
+    app.add_flag("--tp-comm-overlap", f.tp_comm_overlap, "Overlap TP collectives with GEMMs (Megatron-Core --tp-comm-overlap)")->group(par);
     app.add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b | interleaved | gpipe")->group(par);
 }
 
@@ -134,6 +136,7 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets) {
     in.param_offload = c.choice<Offload>(f.offload_params, "--offload-params", parse_offload, "none, cpu, nvme");
     in.recompute = c.choice<Recompute>(f.recompute, "--recompute", parse_recompute, "none, selective, full");
     in.schedule = c.choice<Schedule>(f.schedule, "--schedule", parse_schedule, "1f1b, interleaved, gpipe");
+    in.attention_kernel = c.choice<AttentionKernel>(f.attention_kernel, "--attention-kernel", parse_attention_kernel, "flash1, flash2, flash3");
     in.quant = c.choice<QuantType>(f.quant, "--quant", parse_quant, "nf4, fp4");
     in.flash_attention = c.onoff(f.flash_attention, "--flash-attention");
     in.double_quant = c.onoff(f.double_quant, "--double-quant");
@@ -160,6 +163,7 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets) {
     in.framework_overhead_gib = c.frange(f.framework_overhead_gib, "--framework-overhead-gib", 0, 1024);
     in.fragmentation = c.frange(f.fragmentation, "--fragmentation", 0, 1);
     if (f.sequence_parallel) in.sequence_parallel = true;
+    if (f.tp_comm_overlap) in.tp_comm_overlap = true;
     if (!c.errs.empty()) return Error(c.errs);
 
     // Flags win over the scenario file; a key set by a flag is reported as the flag.

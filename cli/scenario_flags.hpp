@@ -20,10 +20,11 @@ struct ScenarioFlags {
     std::optional<std::string> gpu, node, intra_node, inter_node;
     std::optional<std::int64_t> gpus, gpus_per_node, nics_per_node;
     std::optional<std::string> method, precision, optimizer, framework, fsdp, offload_optimizer, offload_params,
-        recompute, flash_attention, schedule, lora_targets, quant, double_quant, paged_optimizer;
+        recompute, flash_attention, attention_kernel, schedule, lora_targets, quant, double_quant, paged_optimizer;
     std::optional<std::int64_t> lora_rank, zero, seq_len, micro_batch, grad_accum, global_batch, tp, pp, dp, ep, vp;
     std::optional<double> lora_alpha, lora_dropout, framework_overhead_gib, fragmentation;
     bool sequence_parallel = false;
+    bool tp_comm_overlap = false;
 };
 
 void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required);

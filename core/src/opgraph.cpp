@@ -34,6 +34,7 @@ public:
         o.flops_per_token = 2.0 * k * n * weight_copies;
         o.gemm_k = k;
         o.gemm_n = n * weight_copies;
+        o.row_parallel = g.tensors[static_cast<size_t>(input)].split == Split::TensorParallel && split == Split::TensorParallel;
         return o;
     }
     OpDef& elementwise(std::string name, OpKind kind, Split split, double bytes_per_token, std::vector<int> saves) {
@@ -56,9 +57,9 @@ void lora_adapter(Builder& b, const std::string& name, const TrainingSetup& t, i
         a_in = b.tensor(name + ".lora_dropped_input", d_in, act_bytes, split);
         b.elementwise(name + ".lora_dropout", OpKind::Dropout, split, d_in * act_bytes * 2, {mask});
     }
-    b.gemm(name + ".lora_A", d_in, r, split, a_in);
+    b.gemm(name + ".lora_A", d_in, r, split, a_in).kind = OpKind::LoraGemm;
     const int a_out = b.tensor(name + ".lora_A_out", r, act_bytes, Split::Replicated);
-    b.gemm(name + ".lora_B", r, d_out, split, a_out);
+    b.gemm(name + ".lora_B", r, d_out, split, a_out).kind = OpKind::LoraGemm;
 }
 
 }  // namespace
@@ -205,6 +206,11 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) {
         b.elementwise("mlp_out_dropout", OpKind::Dropout, R, 3 * h * a, {mask});
     }
     b.elementwise("mlp_residual_add", OpKind::Elementwise, R, 3 * h * a, {});
+
+    // Frozen base weights (LoRA / QLoRA) have no weight gradient.
+    if (lora)
+        for (OpDef& o : b.g.ops)
+            if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = false;
 
     // --- stored bytes per recompute policy: a tensor counts once however many
     // ops keep it.

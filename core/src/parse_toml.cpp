@@ -89,6 +89,13 @@ std::optional<FsdpStrategy> parse_fsdp(std::string_view s) {
     if (v == "no-shard") return FsdpStrategy::NoShard;
     return std::nullopt;
 }
+std::optional<AttentionKernel> parse_attention_kernel(std::string_view s) {
+    const auto v = lower(s);
+    if (v == "flash1" || v == "flash-attn-1") return AttentionKernel::Flash1;
+    if (v == "flash2" || v == "sdpa" || v == "flash-attn-2") return AttentionKernel::Flash2;
+    if (v == "flash3" || v == "cudnn" || v == "flash-attn-3") return AttentionKernel::Flash3;
+    return std::nullopt;
+}
 std::optional<unsigned> parse_lora_targets(std::string_view s) {
     unsigned mask = 0;
     std::string item;
@@ -313,6 +320,7 @@ Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filenam
     if (auto v = r.number("matmul_efficiency", 0.01, 1.0)) g.matmul_efficiency = *v;
     if (auto v = r.number("memory_bandwidth_efficiency", 0.01, 1.0)) g.memory_bandwidth_efficiency = *v;
     if (auto v = r.number("price_usd", 0, 1e9)) g.price_usd = *v;
+    if (auto v = r.integer("sm_count", 1, 100000)) g.sm_count = static_cast<int>(*v);
     r.finish();
     if (errs.empty() && g.fp32_flops <= 0 && g.bf16_flops <= 0 && g.fp16_flops <= 0)
         r.error("bf16_tflops", "a GPU preset needs at least one of fp32_tflops, bf16_tflops, fp16_tflops");
@@ -381,7 +389,7 @@ void ScenarioInput::merge(const ScenarioInput& o) {
     TP_MERGE(gpus) TP_MERGE(gpus_per_node) TP_MERGE(nics_per_node) TP_MERGE(method) TP_MERGE(lora_rank)
     TP_MERGE(lora_alpha) TP_MERGE(lora_dropout) TP_MERGE(lora_targets) TP_MERGE(quant) TP_MERGE(double_quant)
     TP_MERGE(paged_optimizer) TP_MERGE(precision) TP_MERGE(optimizer) TP_MERGE(framework) TP_MERGE(zero)
-    TP_MERGE(fsdp) TP_MERGE(optimizer_offload) TP_MERGE(param_offload) TP_MERGE(recompute) TP_MERGE(flash_attention)
+    TP_MERGE(fsdp) TP_MERGE(optimizer_offload) TP_MERGE(param_offload) TP_MERGE(recompute) TP_MERGE(flash_attention) TP_MERGE(attention_kernel) TP_MERGE(tp_comm_overlap)
     TP_MERGE(seq_len) TP_MERGE(micro_batch) TP_MERGE(grad_accum) TP_MERGE(global_batch) TP_MERGE(tp) TP_MERGE(pp)
     TP_MERGE(dp) TP_MERGE(ep) TP_MERGE(vp) TP_MERGE(sequence_parallel) TP_MERGE(schedule)
     TP_MERGE(framework_overhead_gib) TP_MERGE(fragmentation)
@@ -450,6 +458,7 @@ Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::stri
         in.param_offload = r.choice<Offload>("param_offload", parse_offload, "none, cpu, nvme");
         in.recompute = r.choice<Recompute>("recompute", parse_recompute, "none, selective, full");
         in.flash_attention = r.boolean("flash_attention");
+        in.attention_kernel = r.choice<AttentionKernel>("attention_kernel", parse_attention_kernel, "flash1, flash2, flash3");
         if (auto v = r.integer("seq_len", 1, 16 * 1024 * 1024)) in.seq_len = *v;
         if (auto v = r.integer("micro_batch", 1, 1 << 20)) in.micro_batch = *v;
         if (auto v = r.integer("grad_accum", 1, 1 << 24)) in.grad_accum = *v;
@@ -477,6 +486,7 @@ Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::stri
         if (auto v = r.integer("ep", 1, 1 << 16)) in.ep = static_cast<int>(*v);
         if (auto v = r.integer("vp", 1, 1024)) in.vp = static_cast<int>(*v);
         in.sequence_parallel = r.boolean("sequence_parallel");
+        in.tp_comm_overlap = r.boolean("tp_comm_overlap");
         in.schedule = r.choice<Schedule>("schedule", parse_schedule, "1f1b, interleaved, gpipe");
         r.finish();
     }
@@ -638,6 +648,7 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
     if (t.method == Method::QLoRA) t.recompute = Recompute::Full;
     if (in.recompute) t.recompute = *in.recompute;
     if (in.flash_attention) t.flash_attention = *in.flash_attention;
+    if (in.attention_kernel) t.attention_kernel = *in.attention_kernel;
     if (in.seq_len) t.seq_len = *in.seq_len;
     if (in.micro_batch) t.micro_batch = *in.micro_batch;
     if (in.framework_overhead_gib) t.framework_overhead_bytes = *in.framework_overhead_gib * units::GiB;
@@ -649,6 +660,7 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
     if (in.ep) p.ep = *in.ep;
     if (in.vp) p.vp = *in.vp;
     if (in.sequence_parallel) p.sequence_parallel = *in.sequence_parallel;
+    if (in.tp_comm_overlap) t.tp_comm_overlap = *in.tp_comm_overlap;
     if (in.schedule) p.schedule = *in.schedule;
     else if (p.vp > 1) p.schedule = Schedule::Interleaved;
     if (in.dp) {

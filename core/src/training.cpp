@@ -77,6 +77,15 @@ const char* to_string(Framework v) {
     return "?";
 }
 
+const char* to_string(AttentionKernel v) {
+    switch (v) {
+        case AttentionKernel::Flash1: return "flash1";
+        case AttentionKernel::Flash2: return "flash2";
+        case AttentionKernel::Flash3: return "flash3";
+    }
+    return "?";
+}
+
 namespace {
 
 std::string num(std::int64_t v) { return std::to_string(v); }

@@ -60,6 +60,8 @@ struct ScenarioInput {
     std::optional<Offload> optimizer_offload, param_offload;
     std::optional<Recompute> recompute;
     std::optional<bool> flash_attention;
+    std::optional<AttentionKernel> attention_kernel;
+    std::optional<bool> tp_comm_overlap;
     std::optional<std::int64_t> seq_len, micro_batch, grad_accum, global_batch;
     std::optional<int> tp, pp, dp, ep, vp;
     std::optional<bool> sequence_parallel;
@@ -83,6 +85,7 @@ struct ScenarioInput {
 [[nodiscard]] std::optional<Schedule> parse_schedule(std::string_view s);
 [[nodiscard]] std::optional<QuantType> parse_quant(std::string_view s);
 [[nodiscard]] std::optional<FsdpStrategy> parse_fsdp(std::string_view s);
+[[nodiscard]] std::optional<AttentionKernel> parse_attention_kernel(std::string_view s);
 [[nodiscard]] std::optional<unsigned> parse_lora_targets(std::string_view s);  // "q,v", "all", "attention", "mlp"
 
 // ---- finding presets (implemented by the front ends, which do the file I/O)

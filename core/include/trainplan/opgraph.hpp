@@ -32,7 +32,7 @@ struct TensorDef {
     bool attention_core = false;    // dropped by selective recompute (Korthikanti et al. 2022, Sec. 4)
 };
 
-enum class OpKind { Gemm, AttentionScores, AttentionValues, FlashAttention, Norm, Elementwise, Dropout, Router };
+enum class OpKind { Gemm, LoraGemm, AttentionScores, AttentionValues, FlashAttention, Norm, Elementwise, Dropout, Router };
 
 struct OpDef {
     std::string name;
@@ -44,6 +44,8 @@ struct OpDef {
     double flops_per_token_sq = 0;
     // GEMM: tokens x k  @  k x n  (n, k before TP split).
     double gemm_n = 0, gemm_k = 0;
+    bool row_parallel = false;  // TP splits k (input is TP-split), else n
+    bool trainable_weight = true;  // has a weight gradient in backward
     // Bytes read + written in HBM per token by a memory-bound op.
     double hbm_bytes_per_token = 0;
     std::vector<int> saves;  // indices into LayerGraph::tensors

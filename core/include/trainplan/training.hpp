@@ -22,6 +22,8 @@ enum class Offload { None, CPU, NVMe };
 enum class Schedule { OneF1B, Interleaved, GPipe };
 enum class QuantType { NF4, FP4 };
 enum class FsdpStrategy { None, FullShard, ShardGradOp, HybridShard, NoShard };
+// Fused attention kernel generation (flash_attention = false means eager attention).
+enum class AttentionKernel { Flash1, Flash2, Flash3 };
 
 // Whose bookkeeping of mixed-precision training is assumed. They differ in what
 // is kept per parameter (see memory.cpp for the table and sources).
@@ -40,6 +42,7 @@ enum class Framework {
 [[nodiscard]] const char* to_string(QuantType v);
 [[nodiscard]] const char* to_string(FsdpStrategy v);
 [[nodiscard]] const char* to_string(Framework v);
+[[nodiscard]] const char* to_string(AttentionKernel v);
 
 // LoRA target modules (bit flags).
 enum LoraTarget : unsigned {
@@ -86,6 +89,8 @@ struct TrainingSetup {
     Offload param_offload = Offload::None;
     Recompute recompute = Recompute::None;
     bool flash_attention = true;
+    AttentionKernel attention_kernel = AttentionKernel::Flash2;  // PyTorch SDPA / flash-attn 2
+    bool tp_comm_overlap = false;  // Megatron-Core --tp-comm-overlap / --overlap-param-gather
     std::int64_t seq_len = 2048;
     std::int64_t micro_batch = 1;
     std::int64_t grad_accum = 1;          // micro-batches per step per DP replica
@@ -98,10 +103,32 @@ struct TrainingSetup {
     [[nodiscard]] bool trains_base_weights() const { return method == Method::Full; }
 };
 
+// What surrounds the step: data pipeline, clocks, and the economics of a run.
+// Zero means "not modeled / use the documented default" where noted.
+struct RunOptions {
+    // Data pipeline. 0 workers = pre-tokenized data that never stalls the GPUs.
+    int loader_workers = 0;                  // per GPU (DataLoader num_workers)
+    double worker_samples_per_s = 0;         // samples one worker prepares per second (measure yours)
+    double storage_bytes_per_s = 0;          // per node; 0 = not a limit
+    double bytes_per_sample = 0;             // read from storage per sample; 0 = 2 B per token
+    // Sustained clock as a fraction of boost (thermal or power limits); 1 = none.
+    double sustained_clock = 1.0;
+    // Economics.
+    double tokens_to_train = 0;              // token budget; 0 = none
+    double rent_usd_per_gpu_hour = 0;        // 0 = not given
+    double purchase_usd_per_gpu = 0;         // 0 = the GPU preset's price, if any
+    double amortization_years = 3;           // straight-line over this period
+    double electricity_usd_per_kwh = 0.12;
+    double pue = 1.2;                        // facility power usage effectiveness
+    double node_overhead_w_per_gpu = 0;      // CPUs, NICs, fans per GPU; 0 = default (see time.cpp)
+    double utilization_power_fraction = 0;   // board power at load as a fraction of TDP; 0 = default
+};
+
 struct Scenario {
     ModelSpec model;
     ClusterSpec cluster;
     TrainingSetup setup;
+    RunOptions run;
 };
 
 // Checks that a scenario is a possible configuration (heads divisible by TP,

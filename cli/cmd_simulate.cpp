@@ -1,0 +1,161 @@
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "output.hpp"
+#include "trainplan/time.hpp"
+#include "trainplan/units.hpp"
+
+namespace trainplan::cli {
+
+void setup_simulate(CLI::App& app, SimulateOptions& o) {
+    add_scenario_flags(app, o.scenario, true);
+    auto* run = "Run, data and cost";
+    app.add_option("--tokens", o.tokens, "Token budget to train (e.g. 1e12) for time, energy and cost")->group(run);
+    app.add_option("--rent", o.rent, "Rent in $ per GPU-hour")->group(run);
+    app.add_option("--gpu-price", o.gpu_price, "Purchase price per GPU in $ (default: the preset's, if any)")->group(run);
+    app.add_option("--amortize-years", o.amortize_years, "Amortization period for purchased GPUs (default 3)")->group(run);
+    app.add_option("--electricity", o.electricity, "Electricity in $ per kWh (default 0.12)")->group(run);
+    app.add_option("--pue", o.pue, "Facility power usage effectiveness (default 1.2)")->group(run);
+    app.add_option("--loader-workers", o.loader_workers, "Data-loader workers per GPU (0: pre-tokenized data, no stall)")->group(run);
+    app.add_option("--worker-samples-per-s", o.worker_samples, "Samples one loader worker prepares per second")->group(run);
+    app.add_option("--storage-gb-s", o.storage_gb_s, "Storage read bandwidth per node (GB/s)")->group(run);
+    app.add_option("--sustained-clock", o.sustained_clock, "Sustained clock as a fraction of boost (thermal/power limits; default 1)")->group(run);
+    app.add_flag("--json", o.json, "Machine-readable output (names as in the design reference)");
+    app.add_flag("--csv", o.csv, "One CSV header line and one row");
+}
+
+namespace {
+
+std::string secs(double s) {
+    if (s >= 86400 * 2) return fmt::format("{:.1f} days", s / 86400);
+    if (s >= 7200) return fmt::format("{:.1f} h", s / 3600);
+    if (s >= 1) return fmt::format("{:.3f} s", s);
+    return fmt::format("{:.2f} ms", s * 1e3);
+}
+
+}  // namespace
+
+Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& presets) {
+    auto sc = build_scenario(o.scenario, presets);
+    if (!sc) return sc;
+    RunOptions& r = sc->run;
+    std::vector<Diagnostic> errs;
+    auto positive = [&](const std::optional<double>& v, const char* flag, double lo, double hi, double& out) {
+        if (!v) return;
+        if (!(*v >= lo && *v <= hi)) {
+            errs.push_back({"", 0, 0, flag, fmt::format("{} = {:g} must be between {:g} and {:g}", flag, *v, lo, hi)});
+            return;
+        }
+        out = *v;
+    };
+    positive(o.tokens, "--tokens", 1, 1e18, r.tokens_to_train);
+    positive(o.rent, "--rent", 0, 1e4, r.rent_usd_per_gpu_hour);
+    positive(o.gpu_price, "--gpu-price", 0, 1e8, r.purchase_usd_per_gpu);
+    positive(o.amortize_years, "--amortize-years", 0.1, 50, r.amortization_years);
+    positive(o.electricity, "--electricity", 0, 100, r.electricity_usd_per_kwh);
+    positive(o.pue, "--pue", 1, 5, r.pue);
+    positive(o.worker_samples, "--worker-samples-per-s", 0.001, 1e9, r.worker_samples_per_s);
+    positive(o.sustained_clock, "--sustained-clock", 0.05, 1, r.sustained_clock);
+    if (o.storage_gb_s) {
+        double v = 0;
+        positive(o.storage_gb_s, "--storage-gb-s", 0.001, 1e6, v);
+        r.storage_bytes_per_s = v * units::GB;
+    }
+    if (o.loader_workers) {
+        if (*o.loader_workers < 0 || *o.loader_workers > 1024)
+            errs.push_back({"", 0, 0, "--loader-workers", fmt::format("--loader-workers = {} must be between 0 and 1024", *o.loader_workers)});
+        else r.loader_workers = *o.loader_workers;
+    }
+    if (r.loader_workers > 0 && r.worker_samples_per_s <= 0)
+        errs.push_back({"", 0, 0, "--worker-samples-per-s", "--loader-workers needs --worker-samples-per-s (how fast one worker prepares samples)"});
+    if (!errs.empty()) return Error(errs);
+    return sc;
+}
+
+int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
+    FilePresets presets(o.scenario.preset_dirs);
+    auto sc = simulate_scenario(o, presets);
+    if (!sc) return report_error(sc.error(), err);
+    const Scenario& s = *sc;
+    const MemoryEstimate mem = estimate_memory(s);
+    const TimeEstimate te = estimate_time(s);
+    const TimeBreakdown& t = te.time;
+    const Throughput& th = te.throughput;
+    const CostEstimate& c = te.cost;
+
+    if (o.json) {
+        nlohmann::json j = scenario_json(s);
+        j["memory"] = memory_json(mem.peak());
+        j["time"] = {{"step_s", t.step_s}, {"compute_s", t.compute_s}, {"communication_s", t.communication_s},
+                     {"bubble_s", t.bubble_s}, {"optimizer_s", t.optimizer_s}, {"offload_s", t.offload_s}, {"data_s", t.data_s},
+                     {"recompute_s", t.recompute_s}, {"thermal_s", t.thermal_s}, {"tp_comm_s", t.tp_comm_s}, {"pp_comm_s", t.pp_comm_s},
+                     {"dp_comm_s", t.dp_comm_s}, {"dp_exposed_s", t.dp_exposed_s}, {"ep_comm_s", t.ep_comm_s}};
+        j["throughput"] = {{"tokens_per_s", th.tokens_per_s}, {"samples_per_s", th.samples_per_s},
+                           {"tflops_per_gpu", th.model_tflops_per_gpu}, {"hardware_tflops_per_gpu", th.hardware_tflops_per_gpu},
+                           {"mfu", th.mfu}, {"hfu", th.hfu}, {"model_flops_per_token", th.model_flops_per_token},
+                           {"scaling_efficiency", te.scaling_efficiency}};
+        j["placement"] = {{"tp", te.placement.tp_link}, {"pp", te.placement.pp_link}, {"dp", te.placement.dp_link}, {"ep", te.placement.ep_link}};
+        j["cost"] = {{"tokens", s.run.tokens_to_train}, {"train_time_s", c.train_time_s}, {"gpu_hours", c.gpu_hours},
+                     {"energy_kwh", c.energy_kwh}, {"energy_cost_usd", c.energy_cost_usd}, {"rent_cost_usd", c.rent_cost_usd},
+                     {"purchase_cost_usd", c.purchase_cost_usd}, {"power_w", c.power_w}};
+        out << j.dump(2) << '\n';
+        return 0;
+    }
+    if (o.csv) {
+        out << "model,gpu,gpus,tp,pp,dp,micro_batch,global_batch,seq_len,step_s,compute_s,communication_s,bubble_s,optimizer_s,"
+               "offload_s,data_s,tokens_per_s,tflops_per_gpu,mfu,hfu,memory_total_bytes,fits\n";
+        out << fmt::format("{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.4f},{:.6g},{}\n",
+                           s.model.id, s.cluster.gpu.id, s.cluster.num_gpus, s.setup.layout.tp, s.setup.layout.pp,
+                           s.setup.layout.dp, s.setup.micro_batch, s.setup.global_batch(), s.setup.seq_len, t.step_s, t.compute_s,
+                           t.communication_s, t.bubble_s, t.optimizer_s, t.offload_s, t.data_s, th.tokens_per_s,
+                           th.model_tflops_per_gpu, th.mfu, th.hfu, mem.peak().total, mem.peak().fits() ? "true" : "false");
+        return 0;
+    }
+
+    out << fmt::format("{}{} on {}\n", s.model.name, s.model.approximate ? " [approximate]" : "", describe_hardware(s));
+    out << "setup: " << describe_setup(s) << "\n";
+    out << fmt::format("memory: {} of {} per GPU ({})\n\n", gb(mem.peak().total), gb(mem.peak().capacity),
+                       mem.peak().fits() ? "fits" : "DOES NOT FIT -- see trainplan fit");
+    auto row = [&](const char* name, double v, const std::string& note) {
+        out << fmt::format("  {:<15}{:>12} {:>6.1f} %   {}\n", name, secs(v), 100.0 * v / t.step_s, note);
+    };
+    out << "Step time\n";
+    row("compute", t.compute_s, fmt::format("{} micro-batch(es) fwd+bwd{}", s.setup.grad_accum,
+                                            t.recompute_s > 0 ? fmt::format(", recompute {}", secs(t.recompute_s)) : ""));
+    std::string comm;
+    if (t.tp_comm_s > 0) comm += fmt::format("TP {} on {}; ", secs(t.tp_comm_s), te.placement.tp_link);
+    if (t.pp_comm_s > 0) comm += fmt::format("PP {} on {}; ", secs(t.pp_comm_s), te.placement.pp_link);
+    if (t.dp_comm_s > 0) comm += fmt::format("DP {} on {} ({} exposed); ", secs(t.dp_comm_s), te.placement.dp_link, secs(t.dp_exposed_s));
+    if (t.ep_comm_s > 0) comm += fmt::format("EP {} on {}; ", secs(t.ep_comm_s), te.placement.ep_link);
+    row("communication", t.communication_s, comm.empty() ? "none" : comm.substr(0, comm.size() - 2));
+    row("bubble", t.bubble_s, s.setup.layout.pp > 1 ? fmt::format("(p-1)/(m v) = {:.3f}", (s.setup.layout.pp - 1.0) / (s.setup.grad_accum * s.setup.layout.vp)) : "");
+    row("optimizer", t.optimizer_s, s.setup.optimizer_offload != Offload::None ? "on the CPU (see offload)" : "memory-bound update");
+    row("offload", t.offload_s, t.offload_s > 0 ? "CPU optimizer + PCIe transfers" : "");
+    row("data stall", t.data_s, s.run.loader_workers > 0 ? fmt::format("{} workers per GPU", s.run.loader_workers) : "pre-tokenized data assumed");
+    out << "  " << std::string(27, '-') << '\n';
+    out << fmt::format("  {:<15}{:>12}\n", "step", secs(t.step_s));
+    if (t.thermal_s > 0) out << fmt::format("  (sustained clock {:.0f} % of boost adds {})\n", 100 * s.run.sustained_clock, secs(t.thermal_s));
+    out << fmt::format("\nThroughput: {:.0f} tokens/s ({:.1f} per GPU), {:.2f} samples/s\n", th.tokens_per_s,
+                       th.tokens_per_s / s.cluster.num_gpus, th.samples_per_s);
+    out << fmt::format("Per GPU: {:.1f} model TFLOP/s, {:.1f} hardware TFLOP/s of {:.0f} peak -> MFU {:.1f} %, HFU {:.1f} %\n",
+                       th.model_tflops_per_gpu, th.hardware_tflops_per_gpu, th.peak_flops / units::TFLOPS, 100 * th.mfu, 100 * th.hfu);
+    out << "  (model FLOPs per token = 6 x matmul parameters + 12 L h s attention, PaLM convention; HFU adds recompute)\n";
+    if (s.cluster.num_gpus > 1)
+        out << fmt::format("Scaling efficiency: {:.0f} % of linear (per-GPU work {} vs step {})\n", 100 * te.scaling_efficiency,
+                           secs(te.single_gpu_step_s), secs(t.step_s));
+    if (s.run.tokens_to_train > 0) {
+        out << fmt::format("\nTo train {:.3g} tokens: {} on {} GPUs = {:.0f} GPU-hours\n", s.run.tokens_to_train, secs(c.train_time_s),
+                           s.cluster.num_gpus, c.gpu_hours);
+        out << fmt::format("  energy {:.0f} kWh at {:.1f} kW (PUE {:g}) = ${:.0f} at ${:g}/kWh\n", c.energy_kwh, c.power_w / 1e3,
+                           s.run.pue, c.energy_cost_usd, s.run.electricity_usd_per_kwh);
+        if (c.rent_cost_usd > 0) out << fmt::format("  rent ${:.0f} at ${:g}/GPU-hour\n", c.rent_cost_usd, s.run.rent_usd_per_gpu_hour);
+        else out << "  rent: give --rent $/GPU-hour for a rental cost\n";
+        if (c.purchase_cost_usd > 0)
+            out << fmt::format("  purchase: ${:.0f} amortized share ({:g} years straight-line)\n", c.purchase_cost_usd, s.run.amortization_years);
+    }
+    return 0;
+}
+
+}  // namespace trainplan::cli

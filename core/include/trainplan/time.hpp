@@ -1,0 +1,83 @@
+// Step time from the same layer op graph as the memory model: per-op compute
+// (roofline with shape-dependent GEMM efficiency), collectives on the tier each
+// group spans, pipeline bubble, optimizer, offload, data and thermal terms;
+// throughput, MFU/HFU, and time / energy / cost to train a token budget.
+#pragma once
+
+#include <string>
+
+#include "trainplan/memory.hpp"
+#include "trainplan/opgraph.hpp"
+
+namespace trainplan {
+
+// Efficiency factors per GPU family and op kind, each with its source (time.cpp).
+struct Efficiencies {
+    double gemm = 0;             // achievable fraction of dense peak for large GEMMs
+    double hbm = 0;              // achievable fraction of HBM bandwidth
+    double attention_fwd = 0;    // FlashAttention forward, fraction of peak
+    double attention_bwd = 0;    // FlashAttention backward
+    double kernel_overhead_s = 0;  // idle gap per kernel launch
+};
+[[nodiscard]] Efficiencies efficiencies(const GpuSpec& g, AttentionKernel k = AttentionKernel::Flash2);
+
+// Where the parallel groups land on the machines, and what each costs.
+struct Placement {
+    std::string tp_link, pp_link, dp_link, ep_link;  // link preset ids the groups span
+    double tp_bus_Bps = 0, pp_Bps = 0, dp_bus_Bps = 0, ep_bus_Bps = 0;
+};
+
+struct TimeBreakdown {
+    double compute_s = 0;        // forward + backward (+ recompute) on the critical stage, all micro-batches
+    double communication_s = 0;  // exposed TP + PP + DP/ZeRO + EP
+    double bubble_s = 0;
+    double optimizer_s = 0;
+    double offload_s = 0;
+    double data_s = 0;           // data-loader stall
+    double step_s = 0;
+    // detail
+    double recompute_s = 0;      // part of compute_s
+    double tp_comm_s = 0, pp_comm_s = 0, dp_comm_s = 0, ep_comm_s = 0;  // totals before overlap
+    double dp_exposed_s = 0;
+    double thermal_s = 0;        // part of compute_s caused by sustained_clock < 1
+};
+
+struct Throughput {
+    double tokens_per_s = 0;
+    double samples_per_s = 0;
+    double model_flops_per_token = 0;     // 6N + attention (PaLM convention, see time.cpp)
+    double hardware_flops_per_token = 0;  // + recompute
+    double model_tflops_per_gpu = 0;
+    double hardware_tflops_per_gpu = 0;
+    double mfu = 0, hfu = 0;              // against the dense peak of the compute format
+    double peak_flops = 0;
+};
+
+struct CostEstimate {
+    double train_time_s = 0;
+    double gpu_hours = 0;
+    double energy_kwh = 0;
+    double energy_cost_usd = 0;
+    double rent_cost_usd = 0;       // 0 when no rent price
+    double purchase_cost_usd = 0;   // amortized share for the run's duration, 0 when no price
+    double power_w = 0;             // whole cluster at the wall
+};
+
+struct TimeEstimate {
+    TimeBreakdown time;
+    Throughput throughput;
+    CostEstimate cost;
+    Placement placement;
+    double single_gpu_step_s = 0;   // the same per-GPU work with no communication or bubble
+    double scaling_efficiency = 1;  // single_gpu_step_s / step_s
+};
+
+// The scenario must be valid (validate()).
+[[nodiscard]] TimeEstimate estimate_time(const Scenario& s);
+[[nodiscard]] TimeEstimate estimate_time(const Scenario& s, const LayerGraph& g);
+
+// Model FLOPs per token: 6 x matmul parameters (incl. LM head) + 12 L h s
+// (attention scores and values, counted without causal savings as PaLM does).
+[[nodiscard]] double model_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+
+}  // namespace trainplan
