@@ -77,9 +77,25 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) {
     const auto R = Split::Replicated;
     const auto TP = Split::TensorParallel;
 
+    // HBM traffic of the memory-bound ops. Megatron-LM / Transformer Engine fuse
+    // them (one read, one write); eager PyTorch (HF, Lightning, Composer FSDP)
+    // runs each as separate kernels: under torch.autocast the residual stream
+    // stays fp32 (embedding output and adds promote), layer_norm runs in fp32
+    // and is cast back to 16-bit for the next matmul, and an eager RMSNorm
+    // (x.float(), pow, mean, rsqrt, mul, cast, weight mul) reads and writes its
+    // input about eight times (transformers LlamaRMSNorm).
+    const bool fused = t.framework == Framework::Megatron;
+    const double r = (!fused && t.framework == Framework::PyTorchAMP && t.precision != Precision::FP32) ? 4.0 : a;
+    double norm_bytes = 2 * h * a;
+    if (!fused) {
+        if (m.norm == NormKind::LayerNorm) norm_bytes = t.framework == Framework::PyTorchAMP ? h * (r + 4 + 4 + 2) : h * (r + a);
+        else norm_bytes = h * (r + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2 + 2 + 2);
+    }
+    const double residual_bytes = 3 * h * r;
+
     // --- attention block (Korthikanti et al. 2022, Sec. 4.1: 11sbh + 5as^2b with dropout)
     const int x_in = b.tensor("layer_input", h, a, R);
-    b.elementwise("attn_norm", OpKind::Norm, R, 2 * h * a, {x_in});
+    b.elementwise("attn_norm", OpKind::Norm, R, norm_bytes, {x_in});
     const int n1 = b.tensor("attn_norm_out", h, a, R);
     b.gemm("q_proj", h, qd, TP, n1);
     b.gemm("k_proj", h, kvd, TP, n1);
@@ -100,6 +116,9 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) {
         OpDef& fa = b.op("flash_attention", OpKind::FlashAttention, TP, {q, k, v, ctx, lse});
         fa.flops_per_token_sq = 4.0 * qd;  // QK^T and PV, 2 FLOPs per MAC each
         fa.hbm_bytes_per_token = (2 * qd + 2 * kvd) * a;
+        // Eager code moves Q, K, V into the kernel's layout and the output back
+        // (transpose + contiguous copies: read and write each).
+        if (!fused) b.elementwise("attn_layout_copies", OpKind::Elementwise, TP, 2 * (2 * qd + 2 * kvd) * a, {});
     } else {
         // Eager attention: QK^T keeps Q and K; softmax keeps its output (2as^2b);
         // attention dropout keeps a mask (as^2b) and its output (2as^2b) for PV.
@@ -121,7 +140,7 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) {
     if (adapted(kLoraO)) lora_adapter(b, "o_proj", t, ctx, qd, h, TP, a);
     if (m.norms_per_layer >= 4) {
         const int post = b.tensor("post_attn_norm_in", h, a, R);
-        b.elementwise("post_attn_norm", OpKind::Norm, R, 2 * h * a, {post});
+        b.elementwise("post_attn_norm", OpKind::Norm, R, norm_bytes, {post});
     }
     if (dropout) {
         const int mask = b.tensor("attn_out_dropout_mask", h, 1.0, R);
@@ -134,9 +153,9 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) {
         int norm_in = x_in;
         if (!m.parallel_block) {
             norm_in = b.tensor("attn_residual_out", h, a, R);
-            b.elementwise("attn_residual_add", OpKind::Elementwise, R, 3 * h * a, {});
+            b.elementwise("attn_residual_add", OpKind::Elementwise, R, residual_bytes, {});
         }
-        b.elementwise("mlp_norm", OpKind::Norm, R, 2 * h * a, {norm_in});
+        b.elementwise("mlp_norm", OpKind::Norm, R, norm_bytes, {norm_in});
         mlp_in = b.tensor("mlp_norm_out", h, a, R);
     }
 
@@ -199,13 +218,13 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) {
     }
     if (m.norms_per_layer >= 4) {
         const int post = b.tensor("post_mlp_norm_in", h, a, R);
-        b.elementwise("post_mlp_norm", OpKind::Norm, R, 2 * h * a, {post});
+        b.elementwise("post_mlp_norm", OpKind::Norm, R, norm_bytes, {post});
     }
     if (dropout) {
         const int mask = b.tensor("mlp_out_dropout_mask", h, 1.0, R);
         b.elementwise("mlp_out_dropout", OpKind::Dropout, R, 3 * h * a, {mask});
     }
-    b.elementwise("mlp_residual_add", OpKind::Elementwise, R, 3 * h * a, {});
+    b.elementwise("mlp_residual_add", OpKind::Elementwise, R, residual_bytes, {});
 
     // Frozen base weights (LoRA / QLoRA) have no weight gradient.
     if (lora)

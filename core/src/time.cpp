@@ -226,7 +226,9 @@ TimeEstimate estimate_time(const Scenario& s, const LayerGraph& g) {
     const RunOptions& run = s.run;
 
     Hw hw;
-    hw.eff = efficiencies(c.gpu, t.attention_kernel);
+    // FlashAttention kernels exist for fp16/bf16 only; in fp32 PyTorch's SDPA
+    // runs the memory-efficient kernel, which performs like FlashAttention v1.
+    hw.eff = efficiencies(c.gpu, t.precision == Precision::FP32 ? AttentionKernel::Flash1 : t.attention_kernel);
     NumericFormat fmt = NumericFormat::BF16;
     switch (t.precision) {
         // PyTorch runs fp32 matmuls on CUDA cores unless TF32 is enabled
@@ -335,9 +337,9 @@ TimeEstimate estimate_time(const Scenario& s, const LayerGraph& g) {
                                static_cast<double>(pc.experts) / (lay.tp * lay.ep) + static_cast<double>(pc.layer_norms + pc.router);
     // The critical stage's parameters: its layers plus the embedding (first stage)
     // or the LM head (last stage; on a single stage both).
-    const double stage_params = max_layers * layer_local +
-                                (lay.pp > 1 ? static_cast<double>(std::max(pc.embedding, pc.lm_head))
-                                            : static_cast<double>(pc.embedding + pc.lm_head)) / lay.tp;
+    const double first_extra = static_cast<double>(pc.embedding) / lay.tp + static_cast<double>(pc.positions);
+    const double last_extra = static_cast<double>(pc.lm_head) / lay.tp + static_cast<double>(pc.final_norm);
+    const double stage_params = max_layers * layer_local + (lay.pp > 1 ? std::max(first_extra, last_extra) : first_extra + last_extra);
     const double trainable_local =
         full ? stage_params : max_layers * static_cast<double>(lora_params_per_layer(m, t.lora)) / lay.tp;
     const BytesPerParam bpp = bytes_per_trainable_param(t);
@@ -370,13 +372,24 @@ TimeEstimate estimate_time(const Scenario& s, const LayerGraph& g) {
             tb.dp_exposed_s = tb.dp_comm_s;
         } else {
             // Gradients reduced once per step, bucketed and overlapped with the
-            // last micro-batch's backward (DDP / Megatron overlap_grad_reduce);
-            // with the distributed optimizer's parameter all-gather overlapped
-            // with the next forward (--overlap-param-gather) that half hides too.
-            tb.dp_comm_s = dp_allreduce(grad_bytes);
-            double overlap = stage_bwd / clock;
-            if (t.zero_stage >= 1 && t.tp_comm_overlap) overlap += 0.5 * tb.dp_comm_s;
-            tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + std::min(tb.dp_comm_s, 25e6 / std::max(1.0, inter.bus_Bps));
+            // last micro-batch's backward (DDP, Megatron --overlap-grad-reduce).
+            // ZeRO-1/2 and Megatron's distributed optimizer reduce-scatter the
+            // gradients and all-gather the updated 16-bit weights after the step;
+            // that gather hides behind the next forward only with
+            // --overlap-param-gather (comm_overlap).
+            const double overlap = stage_bwd / clock;
+            const double last_bucket = 25e6 / std::max(1.0, dp_crosses ? inter.bus_Bps : intra.bus_Bps);
+            if (t.zero_stage >= 1) {
+                auto dp_reducescatter = [&](double bytes) { return dp_allgather(bytes); };  // same volume
+                const double rs = dp_reducescatter(grad_bytes);
+                const double ag = dp_allgather(trainable_local * 2.0);
+                tb.dp_comm_s = rs + ag;
+                tb.dp_exposed_s = std::max(0.0, rs - overlap) + std::min(rs, last_bucket) +
+                                  (t.tp_comm_overlap ? std::max(0.0, ag - stage_fwd / clock) : ag);
+            } else {
+                tb.dp_comm_s = dp_allreduce(grad_bytes);
+                tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + std::min(tb.dp_comm_s, last_bucket);
+            }
         }
     }
     tb.communication_s = tb.tp_comm_s + tb.ep_comm_s + tb.pp_comm_s + tb.dp_exposed_s;
@@ -384,7 +397,12 @@ TimeEstimate estimate_time(const Scenario& s, const LayerGraph& g) {
     // ---- optimizer step: memory-bound over the states each GPU updates.
     const double shard = t.zero_stage >= 1 ? std::max(1, lay.dp) : 1;
     const double updated = trainable_local / shard;
-    const double state_bytes = bpp.weights + bpp.gradients + 2.0 * (bpp.master + bpp.optimizer_states) + bpp.weights;
+    // Bytes per updated parameter: Adam reads the gradient and reads + writes
+    // the master copy and the states; the 16-bit weights are rewritten from the
+    // master (or updated in place without one); gradient-norm clipping reads the
+    // gradients once more and zeroing the gradient buffer writes them.
+    const double state_bytes = 3.0 * bpp.gradients + 2.0 * (bpp.master + bpp.optimizer_states) +
+                               (bpp.master > 0 ? std::min(bpp.weights, 2.0) : 2.0 * bpp.weights);
     if (t.optimizer_offload == Offload::None) {
         tb.optimizer_s = updated * state_bytes / hw.bw;
     } else {

@@ -148,6 +148,7 @@ std::optional<Built> case_scenario(const toml::table& c, PresetLookup& lookup, s
     }
     t.zero_stage = c["zero_stage"].value_or(0);
     if (c["fsdp"].value_or(false)) t.zero_stage = 3;
+    if (contains(str(c, "optimizer"), "distributed optimizer")) t.zero_stage = std::max(t.zero_stage, 1);
     ParallelLayout& p = t.layout;
     p.tp = c["tp"].value_or(1);
     p.pp = c["pp"].value_or(1);
@@ -159,6 +160,12 @@ std::optional<Built> case_scenario(const toml::table& c, PresetLookup& lookup, s
     if (!c["tp"] && !c["pp"] && !c["dp"]) { why = "parallel layout not given"; return std::nullopt; }
     if (!c["tp"] && !c["pp"] && c["dp"]) { why = "tensor / pipeline sizes not given"; return std::nullopt; }
     if (contains(str(c, "notes"), "tp-comm-overlap")) t.tp_comm_overlap = true;
+    // Megatron-Core runs TP with sequence parallelism (its recommended setting;
+    // the README rows do not list it).
+    if ((contains(id, "megatron_readme") || contains(id, "megatron_examples")) && p.tp > 1 && !c["sp"]) {
+        p.sequence_parallel = true;
+        b.assumptions += "sequence parallel assumed with TP; ";
+    }
     if (p.world() != gpus) { why = "tp x pp x dp does not match the GPU count"; return std::nullopt; }
     t.micro_batch = c["micro_batch_size"].value_or(std::int64_t{1});
     if (!c["micro_batch_size"]) b.assumptions += "micro-batch 1 assumed; ";
@@ -167,6 +174,17 @@ std::optional<Built> case_scenario(const toml::table& c, PresetLookup& lookup, s
     t.grad_accum = std::max<std::int64_t>(1, gb / (t.micro_batch * p.dp));
     auto v = validate(s);
     if (!v.empty()) { why = "not a valid scenario: " + v.front().message; return std::nullopt; }
+    // Unstated recompute: the run fit in memory, so take the cheapest policy
+    // that fits (none, then selective, then full).
+    if (!c["recompute"] && !contains(str(c, "notes"), "incl. recompute") && !contains(id, "_layer_")) {
+        for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+            t.recompute = r;
+            if (estimate_memory(s).peak().fits()) break;
+        }
+        const std::string note = "recompute not stated: none assumed; ";
+        if (auto pos = b.assumptions.find(note); pos != std::string::npos)
+            b.assumptions.replace(pos, note.size(), std::string("recompute not stated: ") + to_string(t.recompute) + " (least that fits); ");
+    }
     return b;
 }
 
