@@ -83,6 +83,7 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
         for (const auto& r : rep.remedies) {
             rem.push_back({{"title", r.title}, {"changes", r.changes}, {"cost", r.cost},
                            {"changes_result", r.changes_result}, {"extra_gpus", r.extra_gpus},
+                           {"step_s", r.step_s}, {"slowdown", r.slowdown},
                            {"memory", memory_json(r.memory)}});
         }
         j["remedies"] = rem;
@@ -120,12 +121,14 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
                "(trainplan gpus) or a smaller model.\n";
         return 1;
     }
-    out << "\nChanges that make it fit, cheapest first:\n";
+    out << "\nChanges that make it fit, cheapest first (by simulated step time; more GPUs last):\n";
     int i = 1;
     for (const auto& r : rep.remedies) {
         out << fmt::format("  {}. {:<58} {:>10}  ({} headroom)\n", i++, r.title, gb(r.memory.total), gb(r.memory.headroom()));
         for (const auto& c : r.changes) out << "       " << c << '\n';
-        out << "       cost: " << r.cost << (r.changes_result ? " [changes what is trained]" : "") << '\n';
+        out << fmt::format("       step time {:+.0f} % ({}); {}{}\n", 100 * r.slowdown,
+                           r.extra_gpus > 0 ? fmt::format("+{} GPUs", r.extra_gpus) : "same GPUs", r.cost,
+                           r.changes_result ? " [changes what is trained]" : "");
     }
     return 1;
 }

@@ -1,6 +1,9 @@
 #include "trainplan/fit.hpp"
 
+#include "trainplan/time.hpp"
+
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 #include <string>
@@ -157,6 +160,7 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
     FitReport rep;
     rep.estimate = estimate_memory(s);
     rep.fits = rep.estimate.peak().fits();
+    rep.step_s = estimate_time(s).time.step_s;
     if (rep.fits) return rep;
 
     int extra_gpus = 0;
@@ -236,11 +240,16 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
         r.extra_gpus = extra_gpus;
         r.scenario = x;
         r.memory = mem;
+        r.step_s = estimate_time(x).time.step_s;
+        // Per step of the same global batch; with more GPUs the step itself is shorter.
+        r.slowdown = rep.step_s > 0 ? r.step_s / rep.step_s - 1.0 : 0.0;
         rep.remedies.push_back(std::move(r));
     }
     std::stable_sort(rep.remedies.begin(), rep.remedies.end(), [](const Remedy& a, const Remedy& b) {
-        if (a.rank_cost != b.rank_cost) return a.rank_cost < b.rank_cost;
-        return a.memory.total < b.memory.total;
+        if ((a.extra_gpus > 0) != (b.extra_gpus > 0)) return b.extra_gpus > 0;
+        if (std::fabs(a.slowdown - b.slowdown) > 0.005) return a.slowdown < b.slowdown;
+        if (a.changes_result != b.changes_result) return b.changes_result;
+        return a.rank_cost < b.rank_cost;
     });
     if (static_cast<int>(rep.remedies.size()) > max_remedies) rep.remedies.resize(static_cast<size_t>(max_remedies));
     return rep;

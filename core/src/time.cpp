@@ -267,6 +267,17 @@ TimeEstimate estimate_time(const Scenario& s, const LayerGraph& g) {
         stage_fwd += head_f + loss_bytes / hw.bw;
         stage_bwd += head_b + loss_bytes / hw.bw;
     }
+    // QLoRA: bitsandbytes dequantizes every 4-bit weight to 16-bit for each
+    // matmul that uses it (forward, and the input-gradient GEMM in backward):
+    // read ~0.52 B, write 2 B, and the GEMM reads the 2 B back.
+    if (t.method == Method::QLoRA) {
+        const ParamCounts q = count_params(m);
+        const double linear = static_cast<double>(q.attention + q.mlp + q.shared_experts + q.experts) / (lay.tp * lay.ep);
+        const double per_pass = linear * (0.52 + 2.0 + 2.0) / hw.bw;
+        stage_fwd += max_layers * per_pass;
+        stage_bwd += max_layers * per_pass;
+        if (t.recompute == Recompute::Full) stage_rec += max_layers * per_pass;
+    }
     const double clock = std::clamp(run.sustained_clock, 0.05, 1.0);
     const double per_mb = (stage_fwd + stage_bwd + stage_rec) / clock;
     TimeBreakdown& tb = est.time;

@@ -17,16 +17,21 @@ struct Remedy {
     int extra_gpus = 0;
     Scenario scenario;         // the changed scenario
     MemoryBreakdown memory;    // its worst stage
+    double step_s = 0;         // simulated step time of the changed scenario
+    double slowdown = 0;       // step_s / the original's step time - 1 (same global batch)
 };
 
 struct FitReport {
     MemoryEstimate estimate;
     bool fits = false;
     std::vector<Remedy> remedies;  // only those that fit, cheapest first
+    double step_s = 0;             // the scenario as given (even if it does not fit)
 };
 
 // Evaluates the scenario and, when it does not fit, searches single changes and
-// small combinations (each re-evaluated through the memory model).
+// small combinations, each re-evaluated through the memory and time models.
+// Ranked by simulated step time (result-changing ones are marked); more GPUs
+// (money) last.
 [[nodiscard]] FitReport check_fit(const Scenario& s, int max_remedies = 6);
 
 }  // namespace trainplan
