@@ -15,6 +15,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     setup_fit(*app.add_subcommand("fit", "Memory per GPU, verdict, and the changes that would make it fit"), fit);
     SimulateOptions simulate;
     setup_simulate(*app.add_subcommand("simulate", "Step time and where it goes, throughput, MFU, time / energy / cost to train"), simulate);
+    PlanOptions plan;
+    setup_plan(*app.add_subcommand("plan", "Search parallel layouts and settings; inverse queries (max micro-batch / sequence, min GPUs)"), plan);
     ValidateOptions validate;
     setup_validate(*app.add_subcommand("validate", "Accuracy against published measurements (exit 1 beyond the budgets)"), validate);
     ListOptions models, gpus, links, nodes;
@@ -50,6 +52,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     try {
         if (app.got_subcommand("fit")) return run_fit(fit, out, err);
         if (app.got_subcommand("simulate")) return run_simulate(simulate, out, err);
+        if (app.got_subcommand("plan")) return run_plan(plan, out, err);
         if (app.got_subcommand("validate")) return run_validate(validate, out, err);
         if (app.got_subcommand("models")) return run_models(models, out, err);
         if (app.got_subcommand("gpus")) return run_gpus(gpus, out, err);

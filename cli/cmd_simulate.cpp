@@ -37,8 +37,8 @@ std::string secs(double s) {
 
 }  // namespace
 
-Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& presets) {
-    auto sc = build_scenario(o.scenario, presets);
+Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& presets, std::int64_t* deferred_global_batch) {
+    auto sc = build_scenario(o.scenario, presets, deferred_global_batch);
     if (!sc) return sc;
     RunOptions& r = sc->run;
     std::vector<Diagnostic> errs;

@@ -37,7 +37,21 @@ struct SimulateOptions {
 };
 void setup_simulate(CLI::App& app, SimulateOptions& o);
 int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err);
-Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& presets);
+Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& presets, std::int64_t* deferred_global_batch = nullptr);
+
+struct PlanOptions {
+    SimulateOptions sim;
+    int top = 10;
+    std::string rank = "throughput";
+    unsigned threads = 0;
+    bool fixed_layout = false, tp_across_nodes = false;
+    bool q_max_mb = false, q_max_seq = false, q_min_gpus = false;
+    double target_tps = 0;
+    int max_gpus = 65536;
+    bool json = false, csv = false;
+};
+void setup_plan(CLI::App& app, PlanOptions& o);
+int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err);
 
 struct ValidateOptions {
     std::vector<std::string> preset_dirs;

@@ -105,7 +105,7 @@ struct Conv {
 
 }  // namespace
 
-Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets) {
+Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, std::int64_t* deferred_global_batch) {
     ScenarioInput base;
     if (!f.scenario_file.empty()) {
         std::string text, why;
@@ -185,6 +185,11 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets) {
     drop(in.model.has_value(), "model");
     drop(in.gpu.has_value(), "gpu");
     merged.merge(in);
+    if (deferred_global_batch) {
+        *deferred_global_batch = merged.global_batch.value_or(0);
+        merged.global_batch.reset();
+        if (*deferred_global_batch > 0) merged.grad_accum.reset();
+    }
     return resolve_scenario(merged, presets);
 }
 

@@ -30,6 +30,8 @@ struct ScenarioFlags {
 void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required);
 
 // Reads --scenario (if any), applies the flags over it, resolves presets.
-Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets);
+// `deferred_global_batch`: when non-null, the global batch (file or flag) is not
+// checked against the given layout but handed back (the layout search splits it).
+Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, std::int64_t* deferred_global_batch = nullptr);
 
 }  // namespace trainplan::cli

@@ -343,6 +343,28 @@ ValidationStats stats(std::vector<double> e) {
 
 }  // namespace
 
+Result<std::vector<PublishedRun>> published_runs(const std::vector<TextSource>& files, PresetLookup& lookup) {
+    std::vector<PublishedRun> out;
+    for (const TextSource& f : files) {
+        toml::table doc;
+        try {
+            doc = toml::parse(f.text, f.filename);
+        } catch (const toml::parse_error& e) {
+            return Diagnostic{f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
+                              "invalid TOML: " + std::string(e.description())};
+        }
+        const toml::array* cases = doc["case"].as_array();
+        if (!cases) continue;
+        for (const toml::node& n : *cases) {
+            const toml::table* c = n.as_table();
+            if (!c || str(*c, "kind") == "memory") continue;
+            std::string why;
+            if (auto b = case_scenario(*c, lookup, why)) out.push_back({str(*c, "id"), b->s});
+        }
+    }
+    return out;
+}
+
 Result<ValidationReport> run_validation(const std::vector<TextSource>& files, PresetLookup& lookup) {
     ValidationReport rep;
     std::vector<double> mem, thr;

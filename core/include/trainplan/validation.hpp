@@ -40,6 +40,14 @@ struct ValidationReport {
     [[nodiscard]] bool within_bounds() const;
 };
 
+// The scenario of each throughput case the tool can express (for layout-search
+// checks against published runs).
+struct PublishedRun {
+    std::string id;
+    Scenario scenario;
+};
+[[nodiscard]] Result<std::vector<PublishedRun>> published_runs(const std::vector<TextSource>& case_files, PresetLookup& lookup);
+
 // Evaluates every case of a published-cases TOML document (the format of
 // tests/data/published-*.toml). GPUs and models are looked up through `lookup`.
 [[nodiscard]] Result<ValidationReport> run_validation(const std::vector<TextSource>& case_files, PresetLookup& lookup);

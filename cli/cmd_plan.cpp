@@ -1,0 +1,179 @@
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "output.hpp"
+#include "trainplan/search.hpp"
+#include "trainplan/units.hpp"
+
+namespace trainplan::cli {
+
+void setup_plan(CLI::App& app, PlanOptions& o) {
+    setup_simulate(app, o.sim);
+    app.remove_option(app.get_option("--json"));
+    app.remove_option(app.get_option("--csv"));
+    auto* g = "Search";
+    app.add_option("--top", o.top, "How many layouts to list (default 10)")->group(g);
+    app.add_option("--rank", o.rank, "throughput | cost (cost needs --tokens and --rent)")->group(g);
+    app.add_option("--threads", o.threads, "Worker threads (default: all cores)")->group(g);
+    app.add_flag("--fixed-layout", o.fixed_layout, "Keep --tp/--pp/--dp/--vp/--sp/--ep as given; vary the rest")->group(g);
+    app.add_flag("--tp-across-nodes", o.tp_across_nodes, "Allow tensor parallelism beyond one node")->group(g);
+    app.add_flag("--max-micro-batch", o.q_max_mb, "Inverse query: the largest micro-batch that fits this layout")->group(g);
+    app.add_flag("--max-seq-len", o.q_max_seq, "Inverse query: the longest sequence that fits this layout")->group(g);
+    app.add_flag("--min-gpus", o.q_min_gpus, "Inverse query: the fewest GPUs with a layout that fits (and reaches --target-tokens-per-s)")->group(g);
+    app.add_option("--target-tokens-per-s", o.target_tps, "Throughput the fewest-GPUs query must reach")->group(g);
+    app.add_option("--max-gpus", o.max_gpus, "Upper limit for --min-gpus (default 65536)")->group(g);
+    app.add_flag("--json", o.json, "Machine-readable output");
+    app.add_flag("--csv", o.csv, "CSV rows of the ranked layouts");
+}
+
+namespace {
+
+std::string layout_text(const Scenario& s) {
+    const ParallelLayout& p = s.setup.layout;
+    std::string l = fmt::format("tp{} pp{} dp{}", p.tp, p.pp, p.dp);
+    if (p.vp > 1) l += fmt::format(" v{}", p.vp);
+    if (p.schedule == Schedule::GPipe) l += " gpipe";
+    if (p.sequence_parallel) l += " sp";
+    if (p.ep > 1) l += fmt::format(" ep{}", p.ep);
+    return l;
+}
+
+nlohmann::json candidate_json(const PlanCandidate& c) {
+    const TimeBreakdown& t = c.time.time;
+    nlohmann::json j = scenario_json(c.scenario);
+    j["memory"] = memory_json(c.memory);
+    j["time"] = {{"step_s", t.step_s}, {"compute_s", t.compute_s}, {"communication_s", t.communication_s},
+                 {"bubble_s", t.bubble_s}, {"optimizer_s", t.optimizer_s}, {"offload_s", t.offload_s}, {"data_s", t.data_s}};
+    j["throughput"] = {{"tokens_per_s", c.time.throughput.tokens_per_s}, {"tflops_per_gpu", c.time.throughput.model_tflops_per_gpu},
+                       {"mfu", c.time.throughput.mfu}, {"hfu", c.time.throughput.hfu}};
+    j["cost"] = {{"train_time_s", c.time.cost.train_time_s}, {"rent_cost_usd", c.time.cost.rent_cost_usd},
+                 {"gpu_hours", c.time.cost.gpu_hours}, {"energy_kwh", c.time.cost.energy_kwh}};
+    return j;
+}
+
+}  // namespace
+
+int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
+    FilePresets presets(o.sim.scenario.preset_dirs);
+    std::int64_t global_batch = 0;
+    auto sc = simulate_scenario(o.sim, presets, &global_batch);
+    if (!sc) return report_error(sc.error(), err);
+    const Scenario& s = *sc;
+    if (global_batch == 0) global_batch = s.setup.global_batch();
+    RankBy rank = RankBy::Throughput;
+    if (o.rank == "cost") {
+        if (s.run.tokens_to_train <= 0 || s.run.rent_usd_per_gpu_hour <= 0) {
+            err << "error: --rank cost needs --tokens and --rent (the cost to train is rent x GPU-hours)\n";
+            return 2;
+        }
+        rank = RankBy::Cost;
+    } else if (o.rank != "throughput") {
+        err << "error: --rank = \"" << o.rank << "\" is not one of: throughput, cost\n";
+        return 2;
+    }
+    if (o.top < 1 || o.top > 1000) {
+        err << "error: --top = " << o.top << " must be between 1 and 1000\n";
+        return 2;
+    }
+    SearchSpace space;
+    space.allow_tp_across_nodes = o.tp_across_nodes;
+    if (o.fixed_layout) space.vary_tp = space.vary_pp = space.vary_sp = space.vary_ep = space.vary_schedule = false;
+
+    // ---- inverse queries
+    if (o.q_max_mb || o.q_max_seq) {
+        nlohmann::json j;
+        if (o.q_max_mb) {
+            const auto mb = max_micro_batch(s);
+            j["max_micro_batch"] = mb;
+            if (!o.json) out << fmt::format("largest micro-batch that fits {} at seq {}: {}\n", layout_text(s), s.setup.seq_len, mb);
+        }
+        if (o.q_max_seq) {
+            const auto seq = max_seq_len(s);
+            j["max_seq_len"] = seq;
+            if (!o.json) out << fmt::format("longest sequence that fits {} at micro-batch {}: {}\n", layout_text(s), s.setup.micro_batch, seq);
+        }
+        if (o.json) out << j.dump(2) << '\n';
+        return (j.value("max_micro_batch", 1) > 0 && j.value("max_seq_len", 1) > 0) ? 0 : 1;
+    }
+    if (o.q_min_gpus) {
+        PlanCandidate best;
+        const int n = min_gpus(s, space, o.target_tps, o.max_gpus, &best, o.threads, global_batch);
+        if (o.json) {
+            nlohmann::json j{{"min_gpus", n}};
+            if (n > 0) j["best"] = candidate_json(best);
+            out << j.dump(2) << '\n';
+        } else if (n > 0) {
+            out << fmt::format("fewest GPUs{}: {} ({} nodes of {}), best layout {}, {:.0f} tokens/s, {} of {} per GPU\n",
+                               o.target_tps > 0 ? fmt::format(" reaching {:.0f} tokens/s", o.target_tps) : " that fit", n,
+                               best.scenario.cluster.num_nodes(), best.scenario.cluster.gpus_per_node, layout_text(best.scenario),
+                               best.time.throughput.tokens_per_s, gb(best.memory.total), gb(best.memory.capacity));
+        } else {
+            out << fmt::format("no GPU count up to {} has a layout that fits{}\n", o.max_gpus,
+                               o.target_tps > 0 ? " and reaches the target" : "");
+        }
+        return n > 0 ? 0 : 1;
+    }
+
+    const PlanResult r = plan_layouts(s, space, static_cast<size_t>(o.top), rank, o.threads, global_batch);
+    std::int64_t rejected = 0;
+    for (auto v : r.rejected) rejected += v;
+    if (o.json) {
+        nlohmann::json j{{"evaluated", r.evaluated}, {"feasible", r.feasible}, {"seconds", r.seconds}};
+        nlohmann::json rej = nlohmann::json::object();
+        for (size_t i = 0; i < r.rejected.size(); ++i)
+            if (r.rejected[i]) rej[to_string(static_cast<Rejection>(i))] = r.rejected[i];
+        j["rejected"] = rej;
+        nlohmann::json top = nlohmann::json::array();
+        for (const auto& c : r.top) top.push_back(candidate_json(c));
+        j["layouts"] = top;
+        out << j.dump(2) << '\n';
+        return r.top.empty() ? 1 : 0;
+    }
+    if (o.csv) {
+        out << "rank,tp,pp,dp,vp,sp,ep,schedule,micro_batch,grad_accum,zero,recompute,offload,tokens_per_s,mfu,step_s,"
+               "compute_s,communication_s,bubble_s,memory_total_bytes,capacity_bytes,rent_cost_usd\n";
+        int i = 1;
+        for (const auto& c : r.top) {
+            const TrainingSetup& t = c.scenario.setup;
+            out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.4f},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", i++,
+                               t.layout.tp, t.layout.pp, t.layout.dp, t.layout.vp, t.layout.sequence_parallel ? 1 : 0, t.layout.ep,
+                               to_string(t.layout.schedule), t.micro_batch, t.grad_accum, t.zero_stage, to_string(t.recompute),
+                               to_string(t.optimizer_offload), c.time.throughput.tokens_per_s, c.time.throughput.mfu,
+                               c.time.time.step_s, c.time.time.compute_s, c.time.time.communication_s, c.time.time.bubble_s,
+                               c.memory.total, c.memory.capacity, c.time.cost.rent_cost_usd);
+        }
+        return r.top.empty() ? 1 : 0;
+    }
+    out << fmt::format("{} on {}; global batch {} x {} tokens\n", s.model.name, describe_hardware(s), global_batch,
+                       s.setup.seq_len);
+    out << fmt::format("searched {} configurations in {:.3f} s: {} fit, {} rejected\n", r.evaluated, r.seconds, r.feasible, rejected);
+    for (size_t i = 0; i < r.rejected.size(); ++i)
+        if (r.rejected[i]) out << fmt::format("  {:>9}  {}\n", r.rejected[i], to_string(static_cast<Rejection>(i)));
+    if (r.top.empty()) {
+        out << "\nNo layout fits. Try more GPUs (--min-gpus), LoRA/QLoRA, or offload (trainplan fit shows the options).\n";
+        return 1;
+    }
+    out << fmt::format("\nBest layouts by {} (best configuration of each layout):\n", rank == RankBy::Cost ? "cost to train" : "throughput");
+    out << fmt::format("{:>3}  {:<22} {:>9} {:>4} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "zero",
+                       "recompute", "offl", "tokens/s", "MFU", "step", "mem/GPU", "time split compute/comm/bubble");
+    int i = 1;
+    for (const auto& c : r.top) {
+        const TrainingSetup& t = c.scenario.setup;
+        const TimeBreakdown& tb = c.time.time;
+        out << fmt::format("{:>3}  {:<22} {:>9} {:>4} {:>10} {:>6} {:>12.0f} {:>5.1f}% {:>8.3f}s  {:>11}  {:.0f}/{:.0f}/{:.0f} %\n", i++,
+                           layout_text(c.scenario), fmt::format("{}x{}", t.micro_batch, t.grad_accum), t.zero_stage,
+                           to_string(t.recompute), to_string(t.optimizer_offload), c.time.throughput.tokens_per_s,
+                           100 * c.time.throughput.mfu, tb.step_s, gb(c.memory.total), 100 * tb.compute_s / tb.step_s,
+                           100 * tb.communication_s / tb.step_s, 100 * tb.bubble_s / tb.step_s);
+    }
+    if (s.run.tokens_to_train > 0) {
+        const auto& b = r.top.front().time.cost;
+        out << fmt::format("\nBest layout trains {:.3g} tokens in {:.1f} days ({:.0f} GPU-hours{})\n", s.run.tokens_to_train,
+                           b.train_time_s / 86400, b.gpu_hours, b.rent_cost_usd > 0 ? fmt::format(", ${:.0f} rented", b.rent_cost_usd) : "");
+    }
+    return 0;
+}
+
+}  // namespace trainplan::cli

@@ -1,0 +1,71 @@
+// Layout search: every valid parallel layout and training configuration for a
+// model on a number of GPUs, evaluated through the memory and time models,
+// ranked; plus inverse queries (largest micro-batch / sequence, fewest GPUs).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainplan/time.hpp"
+
+namespace trainplan {
+
+enum class RankBy { Throughput, Cost };
+
+struct SearchSpace {
+    bool vary_tp = true, vary_pp = true, vary_sp = true, vary_ep = true;
+    bool vary_micro_batch = true, vary_zero = true, vary_recompute = true, vary_offload = true, vary_schedule = true;
+    bool allow_tp_across_nodes = false;
+    int max_vp = 4;
+    std::int64_t max_micro_batch = 64;
+};
+
+enum class Rejection : int {
+    OutOfMemory,
+    HeadsIndivisible,      // TP must divide heads / kv heads / FFN
+    TpAcrossNodes,         // TP larger than a node (unless allowed)
+    LayersIndivisible,     // interleaved needs L % (p v) == 0; too few layers
+    BatchMismatch,         // global batch not divisible by micro-batch x dp
+    ZeroWithPipeline,      // ZeRO-2/3 with PP
+    ExpertsIndivisible,    // EP must divide experts and dp
+    Other,
+    Count
+};
+[[nodiscard]] const char* to_string(Rejection r);
+
+struct PlanCandidate {
+    Scenario scenario;
+    MemoryBreakdown memory;
+    TimeEstimate time;
+    double cost_usd = 0;  // to train the token budget, when a rent is given
+};
+
+struct PlanResult {
+    std::vector<PlanCandidate> top;  // best first
+    std::int64_t evaluated = 0;      // configurations evaluated
+    std::int64_t feasible = 0;
+    std::array<std::int64_t, static_cast<size_t>(Rejection::Count)> rejected{};
+    double seconds = 0;              // wall time of the search
+};
+
+// Searches around `base` (its model, hardware, method, precision, optimizer,
+// sequence length, global batch and GPU count are kept; everything in `space`
+// is varied). Deterministic for any thread count (0 = hardware concurrency).
+// global_batch: sequences per step to split over dp x micro-batch x accumulation
+// (0 = the base scenario's).
+[[nodiscard]] PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t top_n = 10,
+                                      RankBy rank = RankBy::Throughput, unsigned threads = 0, std::int64_t global_batch = 0);
+
+// Inverse queries on a fixed layout.
+[[nodiscard]] std::int64_t max_micro_batch(const Scenario& s, std::int64_t limit = 4096);  // 0: none fits
+[[nodiscard]] std::int64_t max_seq_len(const Scenario& s, std::int64_t limit = 16 * 1024 * 1024);  // 0: none fits
+
+// Fewest GPUs (multiples of a node, or powers of two below one node) for which
+// some layout fits and, if target_tokens_per_s > 0, reaches it. 0 when none up
+// to max_gpus. `best` receives the winning plan.
+[[nodiscard]] int min_gpus(const Scenario& base, const SearchSpace& space, double target_tokens_per_s, int max_gpus,
+                           PlanCandidate* best = nullptr, unsigned threads = 0, std::int64_t global_batch = 0);
+
+}  // namespace trainplan
