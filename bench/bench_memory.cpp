@@ -9,6 +9,7 @@
 #include "trainplan/fit.hpp"
 #include "trainplan/io.hpp"
 #include "trainplan/time.hpp"
+#include "trainplan/search.hpp"
 
 using namespace trainplan;
 using Clock = std::chrono::steady_clock;
@@ -57,6 +58,26 @@ int main(int argc, char** argv) {
     std::printf("memory evaluation (Llama-2-70B, 64 x H100, tp8 pp4 v2, 3 stage kinds): %.3f us  [budget 1 us]\n", per_eval * 1e6);
     std::printf("memory + time evaluation (same scenario):                             %.3f us  [budget 2 us]\n", per_both * 1e6);
     std::printf("memory evaluation including the layer-graph build:                    %.3f us\n", per_full * 1e6);
+
+    // Layout search: GPT-3 175B on 1,024 A100-80GB, every dimension varied.
+    {
+        ScenarioInput gi;
+        gi.model = "gpt3-175b";
+        gi.gpu = "a100-sxm-80gb";
+        gi.gpus = 1024;
+        gi.framework = Framework::Megatron;
+        auto g175 = resolve_scenario(gi, presets);
+        if (!g175) { std::fprintf(stderr, "%s\n", g175.error().message().c_str()); return 2; }
+        for (unsigned threads : {1u, 2u}) {
+            const int reps = 50;
+            std::int64_t evaluated = 0;
+            t0 = Clock::now();
+            for (int i = 0; i < reps; ++i) evaluated += plan_layouts(*g175, SearchSpace{}, 10, RankBy::Throughput, threads, 1536).evaluated;
+            const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+            std::printf("layout search GPT-3 175B / 1024 x A100 (%u thread%s): %.1f ms per search, %.2f million configurations/s  [budget: search < 5 s, >= 1 M/s on 2 cores]\n",
+                        threads, threads > 1 ? "s" : "", 1e3 * secs / reps, evaluated / secs / 1e6);
+        }
+    }
 
     // End to end: the installed/built binary as a user runs it.
     std::string exe = argc > 1 ? argv[1] : "";

@@ -53,6 +53,17 @@ struct PlanOptions {
 void setup_plan(CLI::App& app, PlanOptions& o);
 int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err);
 
+struct SizeOptions {
+    ScenarioFlags scenario;
+    std::string goal_file, output, format;
+    std::optional<double> tokens, deadline_days, budget, electricity, pue, amortize;
+    std::optional<int> max_gpus;
+    std::vector<std::string> candidates, rent, price;
+    unsigned threads = 0;
+};
+void setup_size(CLI::App& app, SizeOptions& o);
+int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err);
+
 struct ValidateOptions {
     std::vector<std::string> preset_dirs;
     std::vector<std::string> case_files;

@@ -111,7 +111,7 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
         std::string text, why;
         if (!read_text_file(f.scenario_file, text, why))
             return Diagnostic{f.scenario_file, 0, 0, "--scenario", "cannot read scenario file: " + why};
-        auto parsed = parse_scenario_toml(text, f.scenario_file);
+        auto parsed = parse_scenario_toml(text, f.scenario_file, f.extra_sections);
         if (!parsed) return parsed.error();
         base = *parsed;
     }

@@ -401,7 +401,7 @@ void ScenarioInput::merge(const ScenarioInput& o) {
     for (const auto& [k, v] : o.origin) origin[k] = v;
 }
 
-Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::string& filename) {
+Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::string& filename, const std::vector<std::string>& extra_sections) {
     toml::table doc;
     if (auto err = detail::parse_document(text, filename, doc)) return *err;
     std::vector<Diagnostic> errs;
@@ -490,9 +490,55 @@ Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::stri
         in.schedule = r.choice<Schedule>("schedule", parse_schedule, "1f1b, interleaved, gpipe");
         r.finish();
     }
+    for (const auto& k : extra_sections) top.ignore(k);
     top.finish();
     if (!errs.empty()) return Error(errs);
     return in;
+}
+
+Result<GoalInput> parse_goal_toml(std::string_view text, const std::string& filename) {
+    auto sc = parse_scenario_toml(text, filename, {"goal", "rent", "price"});
+    if (!sc) return sc.error();
+    toml::table doc;
+    if (auto err = detail::parse_document(text, filename, doc)) return *err;
+    std::vector<Diagnostic> errs;
+    GoalInput g;
+    g.scenario = *sc;
+    TomlReader top(doc, filename, "goal file", errs);
+    if (const toml::table* t = top.subtable("goal")) {
+        TomlReader r(*t, filename, "[goal]", errs);
+        if (auto v = r.number("tokens", 1, 1e18, true)) g.tokens = *v;
+        if (auto v = r.number("deadline_days", 0.001, 36500)) g.deadline_days = *v;
+        if (auto v = r.number("budget_usd", 0, 1e13)) g.budget_usd = *v;
+        if (auto v = r.integer("max_gpus", 1, 1 << 20)) g.max_gpus = static_cast<int>(*v);
+        if (auto v = r.number("electricity_usd_per_kwh", 0, 100)) g.electricity = *v;
+        if (auto v = r.number("pue", 1, 5)) g.pue = *v;
+        if (auto v = r.number("amortization_years", 0.1, 50)) g.amortization_years = *v;
+        r.ignore("candidates");
+        if (const toml::node* n = t->get("candidates")) {
+            const toml::array* arr = n->as_array();
+            if (!arr) r.error("candidates", "candidates must be an array of GPU preset names");
+            else
+                for (const auto& e : *arr) {
+                    if (auto sv = e.value<std::string>()) g.candidates.push_back(*sv);
+                    else r.error("candidates", "candidates must be an array of GPU preset names");
+                }
+        }
+        r.finish();
+    } else {
+        errs.push_back({filename, 0, 0, "goal", "missing required table [goal] (tokens, deadline_days, ...)"});
+    }
+    for (const char* section : {"rent", "price"}) {
+        if (const toml::table* t = top.subtable(section)) {
+            for (const auto& [k, node] : *t) {
+                const std::string key(k.str());
+                TomlReader r(*t, filename, std::string("[") + section + "]", errs);
+                if (auto v = r.number(key, 0, 1e8)) (std::string(section) == "rent" ? g.rent : g.price)[key] = *v;
+            }
+        }
+    }
+    if (!errs.empty()) return Error(errs);
+    return g;
 }
 
 // ---------------------------------------------------------------- resolving

@@ -73,7 +73,22 @@ struct ScenarioInput {
     void merge(const ScenarioInput& over);  // fields set in `over` win
 };
 
-[[nodiscard]] Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::string& filename);
+// `extra_sections`: top-level tables another reader handles (e.g. a goal file's [goal]).
+[[nodiscard]] Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::string& filename,
+                                                        const std::vector<std::string>& extra_sections = {});
+
+// A sizing goal file: a scenario plus [goal] (tokens, deadline_days, budget_usd,
+// candidates, max_gpus, electricity_usd_per_kwh, pue, amortization_years),
+// [rent] and [price] tables of $ per GPU-hour / $ per GPU by GPU preset.
+struct GoalInput {
+    ScenarioInput scenario;
+    double tokens = 0, deadline_days = 0, budget_usd = 0;
+    int max_gpus = 0;
+    std::vector<std::string> candidates;
+    std::map<std::string, double> rent, price;
+    std::optional<double> electricity, pue, amortization_years;
+};
+[[nodiscard]] Result<GoalInput> parse_goal_toml(std::string_view text, const std::string& filename);
 
 // ---- enum spellings accepted in files and on the command line
 [[nodiscard]] std::optional<Method> parse_method(std::string_view s);
