@@ -25,8 +25,8 @@ void setup_size(CLI::App& app, SizeOptions& o) {
     app.add_option("--amortize-years", o.amortize, "Amortization period for purchases (default 3)")->group(g);
     app.add_option("--max-gpus", o.max_gpus, "Largest GPU count to consider (default 16384)")->group(g);
     app.add_option("--threads", o.threads, "Worker threads for the layout search (default: all cores)")->group(g);
-    app.add_option("-o,--output", o.output, "Write the report here (.md, .html, .json or .csv); default Markdown to stdout");
-    app.add_option("--format", o.format, "md | html | json | csv (default from the output name, else md)");
+    app.add_option("-o,--output", o.output, "Write the report here (.md, .html, .json, .csv or .pdf); default Markdown to stdout");
+    app.add_option("--format", o.format, "md | html | json | csv | pdf (default from the output name, else md; pdf prints the HTML with headless Chromium)");
 }
 
 namespace {
@@ -124,10 +124,12 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
     std::string format = o.format;
     if (format.empty()) {
         const std::string ext = std::filesystem::path(o.output).extension().string();
-        format = ext == ".html" || ext == ".htm" ? "html" : ext == ".json" ? "json" : ext == ".csv" ? "csv" : "md";
+        format = ext == ".html" || ext == ".htm" ? "html" : ext == ".json" ? "json" : ext == ".csv" ? "csv" : ext == ".pdf" ? "pdf" : "md";
     }
-    if (format != "md" && format != "html" && format != "json" && format != "csv")
-        errs.push_back({"", 0, 0, "--format", "--format = \"" + format + "\" is not one of: md, html, json, csv"});
+    if (format != "md" && format != "html" && format != "json" && format != "csv" && format != "pdf")
+        errs.push_back({"", 0, 0, "--format", "--format = \"" + format + "\" is not one of: md, html, json, csv, pdf"});
+    if (format == "pdf" && o.output.empty())
+        errs.push_back({"", 0, 0, "--format", "--format pdf needs -o FILE.pdf"});
     if (!errs.empty()) return report_error(Error(errs), err);
 
     if (candidates.empty()) {
@@ -157,6 +159,15 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
     base->run.amortization_years = amortize;
 
     const SizingReport rep = size_hardware(*base, global_batch, clusters, goal, o.threads);
+    if (format == "pdf") {
+        std::string why;
+        if (!write_pdf_atomically(o.output, report_html(rep), why)) {
+            err << "error: cannot write report: " << why << '\n';
+            return 2;
+        }
+        out << fmt::format("wrote {} (pdf report)\n{}\n", o.output, rep.recommendation);
+        return rep.recommended >= 0 ? 0 : 1;
+    }
     const std::string text = format == "html" ? report_html(rep) : format == "json" ? report_json(rep) : format == "csv" ? report_csv(rep) : report_markdown(rep);
     if (o.output.empty()) {
         out << text;

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -283,6 +284,48 @@ bool write_file_atomically(const std::string& path, const std::string& text, std
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
         why = path + ": cannot replace the file: " + std::strerror(errno);
         std::remove(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
+bool write_pdf_atomically(const std::string& path, const std::string& html, std::string& why) {
+    namespace fs = std::filesystem;
+    std::string chromium;
+    for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
+        const std::string probe = std::string("command -v ") + name + " >/dev/null 2>&1";
+        if (std::system(probe.c_str()) == 0) { chromium = name; break; }
+    }
+    if (chromium.empty()) {
+        why = path + ": PDF output needs a headless Chromium on PATH (Debian: apt install chromium); write .html and print it, or use the GUI";
+        return false;
+    }
+    const fs::path target(path);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+        why = path + ": directory " + dir.string() + " does not exist";
+        return false;
+    }
+    const fs::path work = fs::temp_directory_path() / ("trainplan-pdf-" + std::to_string(::getpid()));
+    fs::create_directories(work, ec);
+    const fs::path html_file = work / "report.html";
+    if (!write_file_atomically(html_file.string(), html, why)) return false;
+    const std::string tmp_pdf = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+    const std::string cmd = chromium + " --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking "
+                            "--disable-component-update --disable-sync --user-data-dir='" + (work / "profile").string() +
+                            "' --no-pdf-header-footer --print-to-pdf='" + tmp_pdf + "' 'file://" + fs::absolute(html_file).string() +
+                            "' >/dev/null 2>&1";
+    const int rc = std::system(cmd.c_str());
+    fs::remove_all(work, ec);
+    if (rc != 0 || !fs::exists(tmp_pdf, ec) || fs::file_size(tmp_pdf, ec) == 0) {
+        std::remove(tmp_pdf.c_str());
+        why = path + ": " + chromium + " could not print the report to PDF";
+        return false;
+    }
+    if (std::rename(tmp_pdf.c_str(), path.c_str()) != 0) {
+        why = path + ": cannot replace the file: " + std::strerror(errno);
+        std::remove(tmp_pdf.c_str());
         return false;
     }
     return true;

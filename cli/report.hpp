@@ -18,4 +18,8 @@ std::string report_csv(const SizingReport& r);
 // a reason naming the path when it cannot.
 bool write_file_atomically(const std::string& path, const std::string& text, std::string& why);
 
+// Prints the HTML report to PDF with a headless Chromium found on PATH
+// (Debian: apt install chromium), into a temporary file that is renamed into place.
+bool write_pdf_atomically(const std::string& path, const std::string& html, std::string& why);
+
 }  // namespace trainplan::cli
