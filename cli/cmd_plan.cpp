@@ -148,9 +148,14 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     }
     out << fmt::format("{} on {}; global batch {} x {} tokens\n", s.model.name, describe_hardware(s), global_batch,
                        s.setup.seq_len);
-    out << fmt::format("searched {} configurations in {:.3f} s: {} fit, {} rejected\n", r.evaluated, r.seconds, r.feasible, rejected);
-    for (size_t i = 0; i < r.rejected.size(); ++i)
-        if (r.rejected[i]) out << fmt::format("  {:>9}  {}\n", r.rejected[i], to_string(static_cast<Rejection>(i)));
+    const std::int64_t oom = r.rejected[static_cast<size_t>(Rejection::OutOfMemory)];
+    out << fmt::format("searched {} configurations in {:.3f} s: {} fit, {} out of memory\n", r.evaluated, r.seconds, r.feasible, oom);
+    if (rejected > oom) {
+        out << fmt::format("skipped {} invalid combinations:\n", rejected - oom);
+        for (size_t i = 0; i < r.rejected.size(); ++i)
+            if (r.rejected[i] && static_cast<Rejection>(i) != Rejection::OutOfMemory)
+                out << fmt::format("  {:>9}  {}\n", r.rejected[i], to_string(static_cast<Rejection>(i)));
+    }
     if (r.top.empty()) {
         out << "\nNo layout fits. Try more GPUs (--min-gpus), LoRA/QLoRA, or offload (trainplan fit shows the options).\n";
         return 1;
