@@ -19,6 +19,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     setup_plan(*app.add_subcommand("plan", "Search parallel layouts and settings; inverse queries (max micro-batch / sequence, min GPUs)"), plan);
     SizeOptions size;
     setup_size(*app.add_subcommand("size", "Procurement sizing: the cheapest hardware and layout that trains N tokens by a deadline"), size);
+    AdviseOptions advise;
+    setup_advise(*app.add_subcommand("advise", "Diagnose the bottleneck (from the model and what you observe) and rank remedies"), advise);
     ValidateOptions validate;
     setup_validate(*app.add_subcommand("validate", "Accuracy against published measurements (exit 1 beyond the budgets)"), validate);
     ListOptions models, gpus, links, nodes;
@@ -56,6 +58,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         if (app.got_subcommand("simulate")) return run_simulate(simulate, out, err);
         if (app.got_subcommand("plan")) return run_plan(plan, out, err);
         if (app.got_subcommand("size")) return run_size(size, out, err);
+        if (app.got_subcommand("advise")) return run_advise(advise, out, err);
         if (app.got_subcommand("validate")) return run_validate(validate, out, err);
         if (app.got_subcommand("models")) return run_models(models, out, err);
         if (app.got_subcommand("gpus")) return run_gpus(gpus, out, err);

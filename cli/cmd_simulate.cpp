@@ -37,7 +37,8 @@ std::string secs(double s) {
 
 }  // namespace
 
-Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& presets, std::int64_t* deferred_global_batch) {
+Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& presets, std::int64_t* deferred_global_batch,
+                                   bool require_worker_rate) {
     auto sc = build_scenario(o.scenario, presets, deferred_global_batch);
     if (!sc) return sc;
     RunOptions& r = sc->run;
@@ -68,7 +69,7 @@ Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& preset
             errs.push_back({"", 0, 0, "--loader-workers", fmt::format("--loader-workers = {} must be between 0 and 1024", *o.loader_workers)});
         else r.loader_workers = *o.loader_workers;
     }
-    if (r.loader_workers > 0 && r.worker_samples_per_s <= 0)
+    if (require_worker_rate && r.loader_workers > 0 && r.worker_samples_per_s <= 0)
         errs.push_back({"", 0, 0, "--worker-samples-per-s", "--loader-workers needs --worker-samples-per-s (how fast one worker prepares samples)"});
     if (!errs.empty()) return Error(errs);
     return sc;

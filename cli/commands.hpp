@@ -37,7 +37,8 @@ struct SimulateOptions {
 };
 void setup_simulate(CLI::App& app, SimulateOptions& o);
 int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err);
-Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& presets, std::int64_t* deferred_global_batch = nullptr);
+Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& presets, std::int64_t* deferred_global_batch = nullptr,
+                                   bool require_worker_rate = true);
 
 struct PlanOptions {
     SimulateOptions sim;
@@ -63,6 +64,16 @@ struct SizeOptions {
 };
 void setup_size(CLI::App& app, SizeOptions& o);
 int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err);
+
+struct AdviseOptions {
+    SimulateOptions sim;
+    std::optional<double> step_s, tokens_per_s, util, peak_gb, temp, clock;
+    bool swings = false, oom = false;
+    std::string storage;
+    int max_remedies = 8;
+};
+void setup_advise(CLI::App& app, AdviseOptions& o);
+int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err);
 
 struct ValidateOptions {
     std::vector<std::string> preset_dirs;

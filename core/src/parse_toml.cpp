@@ -321,6 +321,7 @@ Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filenam
     if (auto v = r.number("memory_bandwidth_efficiency", 0.01, 1.0)) g.memory_bandwidth_efficiency = *v;
     if (auto v = r.number("price_usd", 0, 1e9)) g.price_usd = *v;
     if (auto v = r.integer("sm_count", 1, 100000)) g.sm_count = static_cast<int>(*v);
+    if (auto v = r.number("boost_clock_mhz", 100, 10000)) g.boost_clock_mhz = *v;
     r.finish();
     if (errs.empty() && g.fp32_flops <= 0 && g.bf16_flops <= 0 && g.fp16_flops <= 0)
         r.error("bf16_tflops", "a GPU preset needs at least one of fp32_tflops, bf16_tflops, fp16_tflops");

@@ -128,6 +128,7 @@ double gemm_s(double m, double n, double k, double act_bytes, const Hw& hw) {
 
 struct PassTimes {
     double fwd = 0, bwd = 0, recompute = 0;  // one layer, one micro-batch
+    double memory_bound = 0;                 // the part of fwd + bwd limited by HBM bandwidth
     double attention_core_fwd = 0;           // what selective recompute repeats
 };
 
@@ -202,6 +203,7 @@ PassTimes layer_times(const Scenario& s, const LayerGraph& g, const Hw& hw) {
                 }
                 fwd = bytes / hw.bw + hw.eff.kernel_overhead_s;
                 bwd = 2 * bytes / hw.bw + hw.eff.kernel_overhead_s;
+                p.memory_bound += fwd + bwd;
                 break;
             }
         }
@@ -282,6 +284,7 @@ TimeEstimate estimate_time(const Scenario& s, const LayerGraph& g) {
     const double per_mb = (stage_fwd + stage_bwd + stage_rec) / clock;
     TimeBreakdown& tb = est.time;
     tb.compute_s = micro_batches * per_mb;
+    tb.memory_bound_s = micro_batches * max_layers * lt.memory_bound * (1.0 + (t.recompute == Recompute::Full ? 0.5 : 0.0)) / clock;
     tb.recompute_s = micro_batches * stage_rec / clock;
     tb.thermal_s = micro_batches * (stage_fwd + stage_bwd + stage_rec) * (1.0 / clock - 1.0);
 

@@ -27,6 +27,7 @@ struct GpuSpec {
     double memory_bandwidth_efficiency = 0; // 0 = not given
     double price_usd = 0;                   // 0 = not given
     int sm_count = 0;                       // streaming multiprocessors (GEMM wave quantization); 0 = not given
+    double boost_clock_mhz = 0;             // 0 = not given
 
     // Dense peak for the given format (falls back to the next-wider supported format).
     [[nodiscard]] double peak_flops(NumericFormat f) const;

@@ -37,6 +37,7 @@ struct TimeBreakdown {
     double step_s = 0;
     // detail
     double recompute_s = 0;      // part of compute_s
+    double memory_bound_s = 0;   // part of compute_s spent in HBM-bandwidth-bound (element-wise) ops
     double tp_comm_s = 0, pp_comm_s = 0, dp_comm_s = 0, ep_comm_s = 0;  // totals before overlap
     double dp_exposed_s = 0;
     double thermal_s = 0;        // part of compute_s caused by sustained_clock < 1
