@@ -278,7 +278,9 @@ MemoryEstimate estimate_memory(const Scenario& s, const LayerGraph& g, bool all_
         if (t.zero_stage >= 3) {
             // ZeRO-3 / FSDP all-gather the current layer and prefetch the next
             // one in 16-bit; the gradient of one layer waits for its reduce-scatter.
-            const double w16 = full ? std::min(bpp.weights, 2.0) : frozen_linear_bpp;
+            // Gathered in the compute dtype: 16-bit for mixed and bf16 training,
+            // fp32 for fp32 training; QLoRA gathers the 4-bit base.
+            const double w16 = full ? (t.precision == Precision::FP32 ? 4.0 : 2.0) : frozen_linear_bpp;
             gathered_weights = 2 * layer_params_tp * w16 + (full ? layer_params_tp * bpp.gradients : 0);
         }
         if (t.param_offload != Offload::None) {
