@@ -80,7 +80,25 @@ constexpr std::int64_t kMaxDim = std::int64_t{1} << 22;
 
 }  // namespace
 
+namespace {
+Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string& filename, const std::string& id);
+}  // namespace
+
 Result<ModelSpec> parse_hf_config(std::string_view text, const std::string& filename, const std::string& id) {
+    // nlohmann/json reports values it cannot represent (numbers beyond double,
+    // wrong types inside nested objects) by exceptions; none may leave core.
+    try {
+        return parse_hf_config_impl(text, filename, id);
+    } catch (const json::exception& e) {
+        std::string what = e.what();
+        if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+        return Diagnostic{filename, 0, 0, "", "invalid JSON value: " + what};
+    }
+}
+
+namespace {
+
+Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string& filename, const std::string& id) {
     json j;
     try {
         j = json::parse(text.begin(), text.end());
@@ -177,7 +195,8 @@ Result<ModelSpec> parse_hf_config(std::string_view text, const std::string& file
         m.tied_embeddings = r.boolean("tie_word_embeddings").value_or(true);
     } else if (type == "mpt") {
         m.norm = NormKind::LayerNorm; m.norm_bias = !r.boolean("no_bias").value_or(true);
-        const bool alibi = j.contains("attn_config") && j["attn_config"].is_object() && j["attn_config"].value("alibi", false);
+        const bool alibi = j.contains("attn_config") && j["attn_config"].is_object() && j["attn_config"].contains("alibi") &&
+                           j["attn_config"]["alibi"].is_boolean() && j["attn_config"]["alibi"].get<bool>();
         m.position = alibi ? PositionKind::ALiBi : PositionKind::Learned;
         m.activation = Activation::GELU; m.qkv_bias = m.out_bias = m.mlp_bias = !r.boolean("no_bias").value_or(true);
         m.tied_embeddings = true;
@@ -225,5 +244,7 @@ Result<ModelSpec> parse_hf_config(std::string_view text, const std::string& file
     if (!errs.empty()) return Error(errs);
     return m;
 }
+
+}  // namespace
 
 }  // namespace trainplan
