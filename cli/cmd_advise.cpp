@@ -25,9 +25,7 @@ void setup_advise(CLI::App& app, AdviseOptions& o) {
     app.add_option("--remedies", o.max_remedies, "How many remedies to list (default 8)");
 }
 
-namespace {
-
-AdviceContext context(FilePresets& presets, const Scenario& s) {
+AdviceContext advice_context(PresetLookup& presets, const Scenario& s) {
     AdviceContext ctx;
     auto link = [&](const std::string& id) -> std::optional<LinkSpec> {
         auto l = load_link(presets, id, "link");
@@ -59,8 +57,6 @@ AdviceContext context(FilePresets& presets, const Scenario& s) {
     }
     return ctx;
 }
-
-}  // namespace
 
 int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
     FilePresets presets(o.sim.scenario.preset_dirs);
@@ -96,7 +92,7 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
     if (o.max_remedies < 1 || o.max_remedies > 100) errs.push_back({"", 0, 0, "--remedies", fmt::format("--remedies = {} must be between 1 and 100", o.max_remedies)});
     if (!errs.empty()) return report_error(Error(errs), err);
 
-    const AdviceReport rep = advise(*sc, obs, context(presets, *sc), o.max_remedies);
+    const AdviceReport rep = advise(*sc, obs, advice_context(presets, *sc), o.max_remedies);
     const Diagnosis& d = rep.diagnosis;
     if (o.sim.json) {
         nlohmann::json rem = nlohmann::json::array();

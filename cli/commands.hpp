@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "scenario_flags.hpp"
+#include "trainplan/advisor.hpp"
 
 namespace trainplan::cli {
 
@@ -73,6 +74,8 @@ struct AdviseOptions {
     int max_remedies = 8;
 };
 void setup_advise(CLI::App& app, AdviseOptions& o);
+// Hardware alternatives advise may propose for a scenario (links the GPU can use, other GPUs).
+AdviceContext advice_context(PresetLookup& presets, const Scenario& s);
 int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err);
 
 struct ValidateOptions {

@@ -91,4 +91,26 @@ nlohmann::json scenario_json(const Scenario& s) {
     };
 }
 
+std::string command_line(const Scenario& s, const std::string& model_ref, const std::string& command) {
+    const TrainingSetup& t = s.setup;
+    const ParallelLayout& p = t.layout;
+    auto q = [](const std::string& v) { return v.find_first_of(" '\"$") == std::string::npos ? v : "'" + v + "'"; };
+    std::string c = fmt::format("trainplan {} {} --gpu {} --gpus {} --gpus-per-node {}", command, q(model_ref.empty() ? s.model.id : model_ref),
+                                s.cluster.gpu.id, s.cluster.num_gpus, s.cluster.gpus_per_node);
+    if (!s.cluster.intra_node.id.empty()) c += " --intra-node " + s.cluster.intra_node.id;
+    if (!s.cluster.inter_node.id.empty() && s.cluster.num_nodes() > 1) c += " --inter-node " + s.cluster.inter_node.id;
+    c += fmt::format(" --method {} --precision {} --optimizer {} --framework {} --zero {} --recompute {} --flash-attention {}",
+                     to_string(t.method), to_string(t.precision), to_string(t.optimizer), to_string(t.framework), t.zero_stage,
+                     to_string(t.recompute), t.flash_attention ? "on" : "off");
+    if (t.method != Method::Full) c += fmt::format(" --lora-rank {}", t.lora.rank);
+    if (t.optimizer_offload != Offload::None) c += fmt::format(" --offload-optimizer {}", to_string(t.optimizer_offload));
+    if (t.param_offload != Offload::None) c += fmt::format(" --offload-params {}", to_string(t.param_offload));
+    c += fmt::format(" --seq-len {} --micro-batch {} --grad-accum {} --tp {} --pp {}", t.seq_len, t.micro_batch, t.grad_accum, p.tp, p.pp);
+    if (p.vp > 1) c += fmt::format(" --vp {} --schedule interleaved", p.vp);
+    else if (p.schedule == Schedule::GPipe) c += " --schedule gpipe";
+    if (p.ep > 1) c += fmt::format(" --ep {}", p.ep);
+    if (p.sequence_parallel) c += " --sp";
+    return c;
+}
+
 }  // namespace trainplan::cli

@@ -22,4 +22,7 @@ std::string describe_hardware(const Scenario& s);
 nlohmann::json memory_json(const MemoryBreakdown& m);
 nlohmann::json scenario_json(const Scenario& s);
 
+// The `trainplan fit` command line that reproduces a scenario.
+std::string command_line(const Scenario& s, const std::string& model_ref, const std::string& command = "fit");
+
 }  // namespace trainplan::cli

@@ -727,6 +727,7 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
     if (!in.gpus_per_node && !node) s.cluster.gpus_per_node = std::min(s.cluster.num_gpus, 8);
 
     // Batch: global batch = micro_batch x grad_accum x dp.
+    const size_t errors_before_batch = errs.size();
     if (in.grad_accum) t.grad_accum = *in.grad_accum;
     if (in.global_batch) {
         const std::int64_t per_step = t.micro_batch * p.dp;
@@ -742,8 +743,10 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
             t.grad_accum = *in.global_batch / per_step;
         }
     }
-    if (!errs.empty()) return Error(errs);
-
+    const size_t batch_errors = errs.size() - errors_before_batch;
+    // Layout and model constraints are reported together with batch errors (all
+    // a user has to fix at once), but only once model and hardware loaded.
+    if (errs.size() > batch_errors) return Error(errs);
     for (const Diagnostic& d : check_model(s.model)) errs.push_back(locate(d));
     for (const Diagnostic& d : validate(s)) errs.push_back(locate(d));
     if (!errs.empty()) return Error(errs);

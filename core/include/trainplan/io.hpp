@@ -135,6 +135,11 @@ public:
 // then derived values (dp from the GPU count, accumulation from the global batch).
 [[nodiscard]] Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup);
 
+// A scenario in the scenario-file format (parse_scenario_toml reads it back).
+// `model_ref`: preset name, shorthand or path to write as [model] preset/file;
+// empty writes the architecture inline.
+[[nodiscard]] std::string scenario_to_toml(const Scenario& s, const std::string& model_ref);
+
 // Closest names by edit distance (for "did you mean").
 [[nodiscard]] std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& names, size_t max = 3);
 

@@ -1,0 +1,184 @@
+#include "controller.hpp"
+
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QImage>
+#include <QPageSize>
+#include <QPainter>
+#include <QPdfWriter>
+#include <QRegularExpression>
+#include <QSvgRenderer>
+#include <QTextDocument>
+
+#include "commands.hpp"
+#include "output.hpp"
+#include "report.hpp"
+#include "trainplan/sizing.hpp"
+
+namespace trainplan::gui {
+
+std::optional<TextSource> CachedPresets::find(PresetKind kind, std::string_view name) {
+    const auto key = std::make_pair(static_cast<int>(kind), std::string(name));
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    auto src = files_.find(kind, name);
+    cache_[key] = src;
+    return src;
+}
+
+std::vector<std::string> CachedPresets::names(PresetKind kind) {
+    auto it = names_.find(static_cast<int>(kind));
+    if (it != names_.end()) return it->second;
+    return names_[static_cast<int>(kind)] = files_.names(kind);
+}
+
+Controller::Controller(std::vector<std::string> preset_dirs, QObject* parent) : QObject(parent), presets_(std::move(preset_dirs)) {
+    input_.model = "llama-2-7b";
+    input_.gpu = "rtx-4090";
+    input_.gpus = 1;
+    evaluate();
+}
+
+QStringList Controller::names(PresetKind kind) {
+    QStringList l;
+    for (const auto& n : presets_.names(kind)) l << QString::fromStdString(n);
+    return l;
+}
+
+void Controller::setInput(const ScenarioInput& in) {
+    input_ = in;
+    evaluate();
+}
+
+void Controller::setRun(const RunOptions& run) {
+    run_ = run;
+    evaluate();
+}
+
+void Controller::evaluate() {
+    QElapsedTimer timer;
+    timer.start();
+    auto s = resolve_scenario(input_, presets_);
+    if (!s) {
+        valid_ = false;
+        QStringList lines;
+        for (const auto& d : s.error().diagnostics) lines << QString::fromStdString(d.message);
+        errors_ = lines.join("\n");
+    } else {
+        valid_ = true;
+        errors_.clear();
+        scenario_ = *s;
+        scenario_.run = run_;
+        const LayerGraph g = build_layer_graph(scenario_.model, scenario_.setup);
+        memory_ = estimate_memory(scenario_, g, true);
+        time_ = estimate_time(scenario_, g);
+    }
+    last_ms_ = timer.nsecsElapsed() / 1e6;
+    emit changed();
+}
+
+AdviceReport Controller::advice() {
+    return advise(scenario_, Observations{}, cli::advice_context(presets_, scenario_), 8);
+}
+
+QString Controller::modelRef() const {
+    if (input_.model_inline) return {};
+    return QString::fromStdString(input_.model.value_or(""));
+}
+
+QString Controller::commandLine() const {
+    if (!valid_) return {};
+    return QString::fromStdString(cli::command_line(scenario_, modelRef().toStdString()));
+}
+
+bool Controller::openScenario(const QString& path, QString* error) {
+    std::string text, why;
+    if (!cli::read_text_file(path.toStdString(), text, why)) {
+        if (error) *error = path + ": " + QString::fromStdString(why);
+        return false;
+    }
+    auto in = parse_scenario_toml(text, path.toStdString());
+    if (!in) {
+        if (error) *error = QString::fromStdString(in.error().message());
+        return false;
+    }
+    setInput(*in);
+    return true;
+}
+
+bool Controller::saveScenario(const QString& path, QString* error) const {
+    if (!valid_) {
+        if (error) *error = "the scenario is not valid: " + errors_;
+        return false;
+    }
+    std::string why;
+    if (!cli::write_file_atomically(path.toStdString(), scenario_to_toml(scenario_, modelRef().toStdString()), why)) {
+        if (error) *error = QString::fromStdString(why);
+        return false;
+    }
+    return true;
+}
+
+bool Controller::exportReport(const QString& path, double tokens, double deadline_days, QString* error) const {
+    if (!valid_) {
+        if (error) *error = "the scenario is not valid: " + errors_;
+        return false;
+    }
+    SizingGoal goal;
+    goal.tokens = tokens;
+    goal.deadline_s = deadline_days * 86400;
+    std::vector<ClusterSpec> candidates{scenario_.cluster};
+    const SizingReport rep = size_hardware(scenario_, scenario_.setup.global_batch(), candidates, goal);
+    const std::string html = cli::report_html(rep);
+    std::string why;
+    if (!path.endsWith(".pdf", Qt::CaseInsensitive)) {
+        if (!cli::write_file_atomically(path.toStdString(), html, why)) {
+            if (error) *error = QString::fromStdString(why);
+            return false;
+        }
+        return true;
+    }
+    // PDF: Qt's rich text has no SVG, so each chart is rendered to an image first.
+    QString doc_html = QString::fromStdString(html);
+    QTextDocument doc;
+    static const QRegularExpression svg_re("<svg[\\s\\S]*?</svg>");
+    int n = 0;
+    for (auto it = svg_re.globalMatch(doc_html); it.hasNext();) {
+        const auto m = it.next();
+        QSvgRenderer renderer(m.captured(0).toUtf8());
+        QImage img(renderer.defaultSize() * 2, QImage::Format_ARGB32);
+        img.fill(Qt::white);
+        QPainter p(&img);
+        renderer.render(&p);
+        const QString name = QString("chart%1.png").arg(n++);
+        doc.addResource(QTextDocument::ImageResource, QUrl(name), img);
+        doc_html.replace(m.captured(0), QString("<img src=\"%1\" width=\"%2\">").arg(name).arg(renderer.defaultSize().width()));
+    }
+    doc.setHtml(doc_html);
+    const QString tmp = path + ".tmp";
+    {
+        QPdfWriter pdf(tmp);
+        pdf.setPageSize(QPageSize(QPageSize::A4));
+        pdf.setResolution(150);
+        doc.print(&pdf);
+    }
+    if (!QFile::exists(tmp) || std::rename(tmp.toStdString().c_str(), path.toStdString().c_str()) != 0) {
+        QFile::remove(tmp);
+        if (error) *error = path + ": cannot write the PDF";
+        return false;
+    }
+    return true;
+}
+
+void Controller::pin(const QString& label) {
+    if (!valid_) return;
+    pinned_.push_back({label, scenario_, memory_.peak(), time_});
+    emit pinsChanged();
+}
+
+void Controller::clearPins() {
+    pinned_.clear();
+    emit pinsChanged();
+}
+
+}  // namespace trainplan::gui

@@ -1,0 +1,778 @@
+#include "mainwindow.hpp"
+
+#include <QAction>
+#include <QApplication>
+#include <QCheckBox>
+#include <QChartView>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QElapsedTimer>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "charts.hpp"
+#include "output.hpp"
+#include "trainplan/search.hpp"
+#include "trainplan/units.hpp"
+
+namespace trainplan::gui {
+
+namespace {
+
+QComboBox* combo(const char* name, const QStringList& items, QWidget* parent) {
+    auto* c = new QComboBox(parent);
+    c->setObjectName(name);
+    c->addItems(items);
+    return c;
+}
+QSpinBox* spin(const char* name, int lo, int hi, int value, QWidget* parent) {
+    auto* s = new QSpinBox(parent);
+    s->setObjectName(name);
+    s->setRange(lo, hi);
+    s->setValue(value);
+    s->setKeyboardTracking(false);
+    return s;
+}
+QString gbtext(double bytes) { return QString("%1 GB").arg(bytes / units::GB, 0, 'f', 2); }
+QString layout_text(const Scenario& s) {
+    const ParallelLayout& p = s.setup.layout;
+    QString t = QString("tp%1 pp%2 dp%3").arg(p.tp).arg(p.pp).arg(p.dp);
+    if (p.vp > 1) t += QString(" v%1").arg(p.vp);
+    if (p.sequence_parallel) t += " sp";
+    if (p.ep > 1) t += QString(" ep%1").arg(p.ep);
+    return t;
+}
+void set_combo(QComboBox* c, const QString& v) {
+    const int i = c->findText(v);
+    if (i >= 0) c->setCurrentIndex(i);
+    else if (c->isEditable()) c->setEditText(v);
+}
+
+}  // namespace
+
+MainWindow::MainWindow(Controller* controller, QWidget* parent) : QMainWindow(parent), c_(controller) {
+    setObjectName("mainWindow");
+    setWindowTitle("trainplan -- will it fit, how fast, what to buy");
+    auto* split = new QSplitter(this);
+    auto* scroll = new QScrollArea(split);
+    scroll->setWidgetResizable(true);
+    auto* editor = new QWidget(scroll);
+    buildEditor(editor);
+    scroll->setWidget(editor);
+    scroll->setMinimumWidth(380);
+    tabs_ = new QTabWidget(split);
+    tabs_->setObjectName("tabs");
+    auto* results = new QWidget;
+    buildResults(results);
+    tabs_->addTab(results, "Results");
+    auto* sweeps = new QWidget;
+    buildSweeps(sweeps);
+    tabs_->addTab(sweeps, "Sweeps");
+    auto* plan = new QWidget;
+    buildPlan(plan);
+    tabs_->addTab(plan, "Plan");
+    auto* compare = new QWidget;
+    buildCompare(compare);
+    tabs_->addTab(compare, "Compare");
+    auto* advice = new QWidget;
+    buildAdvice(advice);
+    tabs_->addTab(advice, "Advice");
+    split->addWidget(scroll);
+    split->addWidget(tabs_);
+    split->setStretchFactor(1, 1);
+    setCentralWidget(split);
+    update_label_ = new QLabel(this);
+    update_label_->setObjectName("updateTimeLabel");
+    statusBar()->addPermanentWidget(update_label_);
+    buildMenus();
+    connect(c_, &Controller::changed, this, &MainWindow::showResults);
+    connect(c_, &Controller::pinsChanged, this, &MainWindow::showCompare);
+    connect(tabs_, &QTabWidget::currentChanged, this, [this](int i) {
+        if (tabs_->widget(i)->objectName() == "adviceTab") showAdvice();
+        if (tabs_->widget(i)->objectName() == "sweepsTab") runSweep();
+    });
+    resize(1280, 800);
+    if (c_->valid()) loadScenario(c_->scenario(), c_->modelRef());
+    showResults();
+}
+
+MainWindow::~MainWindow() {
+    cancelPlan();
+    if (plan_thread_ && plan_thread_->joinable()) plan_thread_->join();
+}
+
+void MainWindow::buildEditor(QWidget* host) {
+    auto* v = new QVBoxLayout(host);
+    auto group = [&](const char* title) {
+        auto* g = new QGroupBox(title, host);
+        auto* f = new QFormLayout(g);
+        v->addWidget(g);
+        return f;
+    };
+    // Model
+    auto* fm = group("Model");
+    model_ = combo("modelCombo", c_->names(PresetKind::Model), host);
+    model_->setEditable(true);
+    model_->setToolTip("A preset, a size shorthand (7b, 13b, 70b: Llama-shaped, approximate), or a file via Open model");
+    auto* open_model = new QPushButton("Open TOML / config.json...", host);
+    open_model->setObjectName("openModelButton");
+    fm->addRow("Model", model_);
+    fm->addRow("", open_model);
+    layers_ = spin("layersSpin", 1, 100000, 32, host);
+    hidden_ = spin("hiddenSpin", 1, 1 << 22, 4096, host);
+    heads_ = spin("headsSpin", 1, 65536, 32, host);
+    kv_heads_ = spin("kvHeadsSpin", 1, 65536, 32, host);
+    ffn_ = spin("ffnSpin", 1, 1 << 22, 11008, host);
+    vocab_ = spin("vocabSpin", 1, 1 << 24, 32000, host);
+    fm->addRow("Layers", layers_);
+    fm->addRow("Hidden", hidden_);
+    fm->addRow("Heads / KV heads", [&] { auto* w = new QWidget; auto* h = new QHBoxLayout(w); h->setContentsMargins(0, 0, 0, 0); h->addWidget(heads_); h->addWidget(kv_heads_); return w; }());
+    fm->addRow("FFN", ffn_);
+    fm->addRow("Vocabulary", vocab_);
+    // Hardware
+    auto* fh = group("Hardware");
+    gpu_ = combo("gpuCombo", c_->names(PresetKind::Gpu), host);
+    gpus_ = spin("gpusSpin", 1, 1 << 20, 1, host);
+    per_node_ = spin("gpusPerNodeSpin", 1, 4096, 8, host);
+    QStringList links = c_->names(PresetKind::Link);
+    intra_ = combo("intraCombo", QStringList{"(default)"} + links, host);
+    inter_ = combo("interCombo", QStringList{"(default)"} + links, host);
+    fh->addRow("GPU", gpu_);
+    fh->addRow("GPUs", gpus_);
+    fh->addRow("GPUs per node", per_node_);
+    fh->addRow("Inside a node", intra_);
+    fh->addRow("Between nodes", inter_);
+    // Training
+    auto* ft = group("Training");
+    method_ = combo("methodCombo", {"full", "lora", "qlora"}, host);
+    lora_rank_ = spin("loraRankSpin", 1, 65536, 16, host);
+    precision_ = combo("precisionCombo", {"bf16-mixed", "fp16-mixed", "bf16", "fp32", "fp8-mixed"}, host);
+    optimizer_ = combo("optimizerCombo", {"adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"}, host);
+    framework_ = combo("frameworkCombo", {"deepspeed", "megatron", "pytorch-amp"}, host);
+    zero_ = combo("zeroCombo", {"0", "1", "2", "3"}, host);
+    offload_ = combo("offloadCombo", {"none", "cpu", "nvme"}, host);
+    recompute_ = combo("recomputeCombo", {"none", "selective", "full"}, host);
+    flash_ = new QCheckBox("FlashAttention", host);
+    flash_->setObjectName("flashCheck");
+    flash_->setChecked(true);
+    attention_ = combo("attentionKernelCombo", {"flash2", "flash1", "flash3"}, host);
+    seq_ = spin("seqLenSpin", 1, 16 * 1024 * 1024, 2048, host);
+    micro_ = spin("microBatchSpin", 1, 1 << 20, 1, host);
+    global_ = spin("globalBatchSpin", 1, 1 << 30, 1, host);
+    ft->addRow("Method", method_);
+    ft->addRow("LoRA rank", lora_rank_);
+    ft->addRow("Precision", precision_);
+    ft->addRow("Optimizer", optimizer_);
+    ft->addRow("Convention", framework_);
+    ft->addRow("ZeRO stage", zero_);
+    ft->addRow("Optimizer offload", offload_);
+    ft->addRow("Recompute", recompute_);
+    ft->addRow(flash_, attention_);
+    ft->addRow("Sequence length", seq_);
+    ft->addRow("Micro-batch", micro_);
+    ft->addRow("Global batch", global_);
+    // Parallel layout
+    auto* fp = group("Parallel layout");
+    tp_ = spin("tpSpin", 1, 65536, 1, host);
+    pp_ = spin("ppSpin", 1, 65536, 1, host);
+    vp_ = spin("vpSpin", 1, 1024, 1, host);
+    ep_ = spin("epSpin", 1, 65536, 1, host);
+    sp_ = new QCheckBox("Sequence parallel", host);
+    sp_->setObjectName("spCheck");
+    schedule_ = combo("scheduleCombo", {"1f1b", "interleaved", "gpipe"}, host);
+    dp_label_ = new QLabel(host);
+    dp_label_->setObjectName("dpLabel");
+    fp->addRow("TP", tp_);
+    fp->addRow("PP", pp_);
+    fp->addRow("Interleave (v)", vp_);
+    fp->addRow("EP", ep_);
+    fp->addRow(sp_);
+    fp->addRow("Schedule", schedule_);
+    fp->addRow("DP", dp_label_);
+    // Budget
+    auto* fb = group("Token budget and price");
+    tokens_ = new QDoubleSpinBox(host);
+    tokens_->setObjectName("tokensSpin");
+    tokens_->setRange(0, 1e9);
+    tokens_->setDecimals(1);
+    tokens_->setSuffix(" B tokens");
+    tokens_->setValue(1);
+    rent_ = new QDoubleSpinBox(host);
+    rent_->setObjectName("rentSpin");
+    rent_->setRange(0, 1000);
+    rent_->setDecimals(2);
+    rent_->setPrefix("$ ");
+    rent_->setSuffix(" / GPU-hour");
+    fb->addRow("Train", tokens_);
+    fb->addRow("Rent", rent_);
+    error_ = new QLabel(host);
+    error_->setObjectName("errorLabel");
+    error_->setWordWrap(true);
+    error_->setStyleSheet("color: #d1242f; font-weight: 600;");
+    v->addWidget(error_);
+    v->addStretch();
+
+    for (QComboBox* c : {gpu_, intra_, inter_, method_, precision_, optimizer_, framework_, zero_, offload_, recompute_, schedule_, attention_})
+        connect(c, &QComboBox::currentTextChanged, this, &MainWindow::readInputs);
+    connect(model_, &QComboBox::currentTextChanged, this, [this] {
+        if (!loading_) readInputs();
+    });
+    for (QSpinBox* s : {gpus_, per_node_, lora_rank_, seq_, micro_, global_, tp_, pp_, vp_, ep_})
+        connect(s, qOverload<int>(&QSpinBox::valueChanged), this, &MainWindow::readInputs);
+    // Editing an architecture field turns the model into an inline one.
+    for (QSpinBox* s : {layers_, hidden_, heads_, kv_heads_, ffn_, vocab_})
+        connect(s, qOverload<int>(&QSpinBox::valueChanged), this, [this] {
+            if (loading_ || !c_->valid()) return;
+            ScenarioInput in = c_->input();
+            ModelSpec m = c_->scenario().model;
+            m.num_layers = layers_->value();
+            m.hidden = hidden_->value();
+            m.num_heads = heads_->value();
+            m.num_kv_heads = kv_heads_->value();
+            m.head_dim = m.hidden / std::max(1, heads_->value());
+            m.ffn = ffn_->value();
+            if (m.is_moe()) m.moe.expert_ffn = m.ffn;
+            m.vocab = vocab_->value();
+            m.name = QString::fromStdString(m.name).remove(" (edited)").toStdString() + " (edited)";
+            in.model_inline = m;
+            in.model.reset();
+            loading_ = true;
+            model_->setEditText(QString::fromStdString(m.name));
+            loading_ = false;
+            c_->setInput(in);
+        });
+    for (QCheckBox* cb : {flash_, sp_}) connect(cb, &QCheckBox::toggled, this, &MainWindow::readInputs);
+    for (QDoubleSpinBox* d : {tokens_, rent_})
+        connect(d, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this] {
+            RunOptions r = c_->run();
+            r.tokens_to_train = tokens_->value() * 1e9;
+            r.rent_usd_per_gpu_hour = rent_->value();
+            c_->setRun(r);
+        });
+    connect(open_model, &QPushButton::clicked, this, [this] {
+        const QString f = QFileDialog::getOpenFileName(this, "Open a model", {}, "Model (*.toml *.json)");
+        if (!f.isEmpty()) {
+            loading_ = true;
+            model_->setEditText(f);
+            loading_ = false;
+            readInputs();
+        }
+    });
+}
+
+void MainWindow::readInputs() {
+    if (loading_) return;
+    QElapsedTimer timer;
+    timer.start();
+    ScenarioInput in;
+    const QString model = model_->currentText().trimmed();
+    if (c_->input().model_inline && model.endsWith("(edited)")) in.model_inline = c_->input().model_inline;
+    else in.model = model.toStdString();
+    in.gpu = gpu_->currentText().toStdString();
+    in.gpus = gpus_->value();
+    in.gpus_per_node = per_node_->value();
+    if (intra_->currentIndex() > 0) in.intra_node = intra_->currentText().toStdString();
+    if (inter_->currentIndex() > 0) in.inter_node = inter_->currentText().toStdString();
+    in.method = parse_method(method_->currentText().toStdString());
+    in.lora_rank = lora_rank_->value();
+    in.precision = parse_precision(precision_->currentText().toStdString());
+    in.optimizer = parse_optimizer(optimizer_->currentText().toStdString());
+    in.framework = parse_framework(framework_->currentText().toStdString());
+    in.zero = zero_->currentText().toInt();
+    in.optimizer_offload = parse_offload(offload_->currentText().toStdString());
+    in.recompute = parse_recompute(recompute_->currentText().toStdString());
+    in.flash_attention = flash_->isChecked();
+    in.attention_kernel = parse_attention_kernel(attention_->currentText().toStdString());
+    in.seq_len = seq_->value();
+    in.micro_batch = micro_->value();
+    in.global_batch = global_->value();
+    in.tp = tp_->value();
+    in.pp = pp_->value();
+    in.vp = vp_->value();
+    in.ep = ep_->value();
+    in.sequence_parallel = sp_->isChecked();
+    in.schedule = parse_schedule(schedule_->currentText().toStdString());
+    c_->setInput(in);  // emits changed() -> showResults()
+    repaint_ms_ = timer.nsecsElapsed() / 1e6;
+    update_label_->setText(QString("updated in %1 ms (model %2 ms)").arg(repaint_ms_, 0, 'f', 2).arg(c_->lastUpdateMs(), 0, 'f', 2));
+}
+
+void MainWindow::setArchitectureFields(const ModelSpec& m) {
+    layers_->setValue(static_cast<int>(m.num_layers));
+    hidden_->setValue(static_cast<int>(m.hidden));
+    heads_->setValue(static_cast<int>(m.num_heads));
+    kv_heads_->setValue(static_cast<int>(m.num_kv_heads));
+    ffn_->setValue(static_cast<int>(m.is_moe() ? m.moe.expert_ffn : m.ffn));
+    vocab_->setValue(static_cast<int>(m.vocab));
+}
+
+void MainWindow::loadScenario(const Scenario& s, const QString& model_ref) {
+    loading_ = true;
+    const QList<QWidget*> all = findChildren<QWidget*>();
+    for (QWidget* w : all) w->blockSignals(true);
+    set_combo(model_, model_ref.isEmpty() ? QString::fromStdString(s.model.name) : model_ref);
+    setArchitectureFields(s.model);
+    set_combo(gpu_, QString::fromStdString(s.cluster.gpu.id));
+    gpus_->setValue(s.cluster.num_gpus);
+    per_node_->setValue(s.cluster.gpus_per_node);
+    set_combo(intra_, s.cluster.intra_node.id.empty() ? "(default)" : QString::fromStdString(s.cluster.intra_node.id));
+    set_combo(inter_, s.cluster.inter_node.id.empty() ? "(default)" : QString::fromStdString(s.cluster.inter_node.id));
+    const TrainingSetup& t = s.setup;
+    set_combo(method_, to_string(t.method));
+    lora_rank_->setValue(t.lora.rank);
+    set_combo(precision_, to_string(t.precision));
+    set_combo(optimizer_, to_string(t.optimizer));
+    set_combo(framework_, to_string(t.framework));
+    set_combo(zero_, QString::number(t.zero_stage));
+    set_combo(offload_, to_string(t.optimizer_offload));
+    set_combo(recompute_, to_string(t.recompute));
+    flash_->setChecked(t.flash_attention);
+    set_combo(attention_, to_string(t.attention_kernel));
+    seq_->setValue(static_cast<int>(t.seq_len));
+    micro_->setValue(static_cast<int>(t.micro_batch));
+    global_->setValue(static_cast<int>(t.global_batch()));
+    tp_->setValue(t.layout.tp);
+    pp_->setValue(t.layout.pp);
+    vp_->setValue(t.layout.vp);
+    ep_->setValue(t.layout.ep);
+    sp_->setChecked(t.layout.sequence_parallel);
+    set_combo(schedule_, to_string(t.layout.schedule));
+    for (QWidget* w : all) w->blockSignals(false);
+    loading_ = false;
+    if (model_ref.isEmpty()) {
+        ScenarioInput in = c_->input();
+        in.model_inline = s.model;
+        in.model.reset();
+        c_->setInput(in);
+    }
+    readInputs();
+}
+
+void MainWindow::buildResults(QWidget* host) {
+    auto* v = new QVBoxLayout(host);
+    banner_ = new QLabel(host);
+    banner_->setObjectName("verdictBanner");
+    banner_->setAlignment(Qt::AlignCenter);
+    banner_->setMinimumHeight(44);
+    v->addWidget(banner_);
+    auto* row = new QHBoxLayout;
+    mem_chart_ = new QChartView(host);
+    mem_chart_->setObjectName("memoryChart");
+    mem_chart_->setRenderHint(QPainter::Antialiasing);
+    mem_chart_->setMinimumHeight(300);
+    row->addWidget(mem_chart_, 3);
+    mem_table_ = new QTableWidget(9, 2, host);
+    mem_table_->setObjectName("memoryTable");
+    mem_table_->setHorizontalHeaderLabels({"term", "per GPU"});
+    mem_table_->verticalHeader()->hide();
+    mem_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    mem_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    row->addWidget(mem_table_, 2);
+    v->addLayout(row, 3);
+    time_chart_ = new QChartView(host);
+    time_chart_->setObjectName("timeChart");
+    time_chart_->setRenderHint(QPainter::Antialiasing);
+    time_chart_->setMinimumHeight(170);
+    v->addWidget(time_chart_, 1);
+    metrics_ = new QLabel(host);
+    metrics_->setObjectName("metricsLabel");
+    metrics_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    metrics_->setWordWrap(true);
+    v->addWidget(metrics_);
+}
+
+void MainWindow::showResults() {
+    const bool ok = c_->valid();
+    error_->setText(ok ? QString() : "Not a valid configuration:\n" + c_->errors());
+    error_->setVisible(!ok);
+    if (!ok) {
+        banner_->setText("INVALID: " + c_->errors().section('\n', 0, 0));
+        banner_->setStyleSheet("background: #9a6700; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
+        return;
+    }
+    const Scenario& s = c_->scenario();
+    const MemoryEstimate& me = c_->memory();
+    const MemoryBreakdown& m = me.peak();
+    dp_label_->setText(QString::number(s.setup.layout.dp));
+    if (!loading_) {
+        for (QSpinBox* sb : {layers_, hidden_, heads_, kv_heads_, ffn_, vocab_}) sb->blockSignals(true);
+        setArchitectureFields(s.model);
+        for (QSpinBox* sb : {layers_, hidden_, heads_, kv_heads_, ffn_, vocab_}) sb->blockSignals(false);
+    }
+    if (m.fits()) {
+        banner_->setText(QString("FITS: %1 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom())));
+        banner_->setStyleSheet("background: #1a7f37; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
+    } else {
+        banner_->setText(QString("DOES NOT FIT: needs %1 per GPU, %2 over the %3").arg(gbtext(m.total), gbtext(-m.headroom()), gbtext(m.capacity)));
+        banner_->setStyleSheet("background: #d1242f; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
+    }
+    const std::pair<const char*, double> terms[] = {{"weights", m.weights}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
+                                                    {"activations", m.activations}, {"logits", m.logits}, {"temporary", m.temporary},
+                                                    {"framework", m.framework}, {"fragmentation", m.fragmentation}, {"total", m.total}};
+    int r = 0;
+    for (auto [name, v] : terms) {
+        auto* k = new QTableWidgetItem(name);
+        auto* val = new QTableWidgetItem(gbtext(v));
+        val->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        const QString tip = memory_term_tooltip(name);
+        k->setToolTip(tip);
+        val->setToolTip(tip);
+        mem_table_->setItem(r, 0, k);
+        mem_table_->setItem(r, 1, val);
+        ++r;
+    }
+    QChart* old = mem_chart_->chart();
+    mem_chart_->setChart(memory_chart(me));
+    delete old;
+    old = time_chart_->chart();
+    time_chart_->setChart(time_chart(c_->time().time));
+    delete old;
+    const TimeEstimate& te = c_->time();
+    QString text = QString("<b>%1 tokens/s</b> (%2 per GPU), step %3 s, <b>MFU %4 %</b>, HFU %5 %")
+                       .arg(te.throughput.tokens_per_s, 0, 'f', 0)
+                       .arg(te.throughput.tokens_per_s / s.cluster.num_gpus, 0, 'f', 0)
+                       .arg(te.time.step_s, 0, 'g', 4)
+                       .arg(100 * te.throughput.mfu, 0, 'f', 1)
+                       .arg(100 * te.throughput.hfu, 0, 'f', 1);
+    if (s.run.tokens_to_train > 0)
+        text += QString("<br>%1 B tokens: %2 days, %3 GPU-hours, %4 MWh")
+                    .arg(s.run.tokens_to_train / 1e9, 0, 'g', 4)
+                    .arg(te.cost.train_time_s / 86400, 0, 'f', 1)
+                    .arg(te.cost.gpu_hours, 0, 'f', 0)
+                    .arg(te.cost.energy_kwh / 1e3, 0, 'f', 1) +
+                (te.cost.rent_cost_usd > 0 ? QString(", $%1 rented").arg(te.cost.rent_cost_usd, 0, 'f', 0) : QString());
+    text += "<br><i>" + QString::fromStdString(cli::describe_setup(s)).toHtmlEscaped() + "</i>";
+    metrics_->setText(text);
+}
+
+void MainWindow::buildSweeps(QWidget* host) {
+    host->setObjectName("sweepsTab");
+    auto* v = new QVBoxLayout(host);
+    auto* top = new QHBoxLayout;
+    sweep_kind_ = combo("sweepCombo", {"micro-batch", "sequence length", "GPU count"}, host);
+    top->addWidget(new QLabel("Sweep over", host));
+    top->addWidget(sweep_kind_);
+    top->addStretch();
+    v->addLayout(top);
+    sweep_mem_ = new QChartView(host);
+    sweep_mem_->setObjectName("sweepMemoryChart");
+    sweep_tps_ = new QChartView(host);
+    sweep_tps_->setObjectName("sweepThroughputChart");
+    for (QChartView* cv : {sweep_mem_, sweep_tps_}) {
+        cv->setRenderHint(QPainter::Antialiasing);
+        v->addWidget(cv, 1);
+    }
+    connect(sweep_kind_, &QComboBox::currentTextChanged, this, &MainWindow::runSweep);
+    connect(c_, &Controller::changed, this, [this] {
+        if (tabs_->currentWidget() && tabs_->currentWidget()->objectName() == "sweepsTab") runSweep();
+    });
+}
+
+void MainWindow::runSweep() {
+    if (!c_->valid()) return;
+    const Scenario base = c_->scenario();
+    QVector<QPointF> mem, tps;
+    const QString kind = sweep_kind_->currentText();
+    const LayerGraph g = build_layer_graph(base.model, base.setup);
+    auto add = [&](double x, Scenario s) {
+        if (!validate(s).empty()) return;
+        mem.push_back({x, estimate_memory(s, g).peak().total / units::GB});
+        tps.push_back({x, estimate_time(s, g).throughput.tokens_per_s});
+    };
+    QString xt;
+    if (kind == "micro-batch") {
+        xt = "micro-batch (global batch kept where it divides)";
+        for (int mb = 1; mb <= 64; mb *= 2) {
+            Scenario s = base;
+            const std::int64_t per_replica = base.setup.micro_batch * base.setup.grad_accum;
+            s.setup.micro_batch = mb;
+            s.setup.grad_accum = std::max<std::int64_t>(1, per_replica / mb);
+            add(mb, s);
+        }
+    } else if (kind == "sequence length") {
+        xt = "sequence length";
+        for (std::int64_t seq = 256; seq <= 131072; seq *= 2) {
+            Scenario s = base;
+            s.setup.seq_len = seq;
+            add(static_cast<double>(seq), s);
+        }
+    } else {
+        xt = "GPUs (data parallel, same global batch)";
+        const int mp = base.setup.layout.tp * base.setup.layout.pp;
+        const std::int64_t gb = base.setup.global_batch();
+        for (int n = mp; n <= std::max(mp * 256, 64); n *= 2) {
+            Scenario s = base;
+            s.cluster.num_gpus = n;
+            s.setup.layout.dp = n / mp;
+            if (gb % (s.setup.micro_batch * s.setup.layout.dp) != 0) continue;
+            s.setup.grad_accum = gb / (s.setup.micro_batch * s.setup.layout.dp);
+            add(n, s);
+        }
+    }
+    QChart* old = sweep_mem_->chart();
+    sweep_mem_->setChart(line_chart("Memory per GPU (GB)", xt, "GB", mem, c_->memory().peak().capacity / units::GB, "capacity"));
+    delete old;
+    old = sweep_tps_->chart();
+    sweep_tps_->setChart(line_chart("Throughput (tokens/s)", xt, "tokens/s", tps));
+    delete old;
+}
+
+void MainWindow::buildPlan(QWidget* host) {
+    auto* v = new QVBoxLayout(host);
+    auto* top = new QHBoxLayout;
+    plan_button_ = new QPushButton("Search layouts", host);
+    plan_button_->setObjectName("planButton");
+    plan_cancel_ = new QPushButton("Cancel", host);
+    plan_cancel_->setObjectName("planCancelButton");
+    plan_cancel_->setEnabled(false);
+    plan_progress_ = new QProgressBar(host);
+    plan_progress_->setObjectName("planProgress");
+    top->addWidget(plan_button_);
+    top->addWidget(plan_cancel_);
+    top->addWidget(plan_progress_, 1);
+    v->addLayout(top);
+    auto* hint = new QLabel("Searches every layout for the current GPU count and for 1/4x to 4x of it (same global batch). "
+                            "Double-click a row to load it into the editor.",
+                            host);
+    hint->setWordWrap(true);
+    v->addWidget(hint);
+    plan_table_ = new QTableWidget(0, 8, host);
+    plan_table_->setObjectName("planTable");
+    plan_table_->setHorizontalHeaderLabels({"GPUs", "layout", "micro x accum", "ZeRO", "recompute", "tokens/s", "MFU", "memory/GPU"});
+    plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    plan_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    plan_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    v->addWidget(plan_table_, 1);
+    connect(plan_button_, &QPushButton::clicked, this, &MainWindow::startPlan);
+    connect(plan_cancel_, &QPushButton::clicked, this, &MainWindow::cancelPlan);
+    connect(plan_table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
+        if (row >= 0 && row < plan_rows_.size()) loadScenario(plan_rows_[row].scenario, c_->modelRef());
+    });
+}
+
+void MainWindow::startPlan() {
+    if (!c_->valid() || (plan_thread_ && plan_thread_->joinable())) return;
+    const Scenario base = c_->scenario();
+    plan_cancel_flag_ = false;
+    plan_button_->setEnabled(false);
+    plan_cancel_->setEnabled(true);
+    QVector<int> counts;
+    const int n = base.cluster.num_gpus;
+    for (int k : {n / 4, n / 2, n, n * 2, n * 4})
+        if (k >= 1 && !counts.contains(k)) counts.push_back(k);
+    plan_progress_->setRange(0, static_cast<int>(counts.size()));
+    plan_progress_->setValue(0);
+    plan_thread_ = std::make_unique<std::thread>([this, base, counts] {
+        QVector<PlanCandidate> rows;
+        int done = 0;
+        for (int k : counts) {
+            if (plan_cancel_flag_) break;
+            Scenario s = base;
+            s.cluster.num_gpus = k;
+            const PlanResult r = plan_layouts(s, SearchSpace{}, 5, RankBy::Throughput, 1, base.setup.global_batch());
+            for (const auto& c : r.top) rows.push_back(c);
+            ++done;
+            QMetaObject::invokeMethod(this, [this, done] { plan_progress_->setValue(done); }, Qt::QueuedConnection);
+        }
+        std::sort(rows.begin(), rows.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
+            return a.time.throughput.tokens_per_s > b.time.throughput.tokens_per_s;
+        });
+        const bool cancelled = plan_cancel_flag_;
+        QMetaObject::invokeMethod(this, [this, rows, cancelled] { planFinished(rows, cancelled); }, Qt::QueuedConnection);
+    });
+}
+
+void MainWindow::cancelPlan() { plan_cancel_flag_ = true; }
+
+void MainWindow::planFinished(const QVector<PlanCandidate>& rows, bool cancelled) {
+    if (plan_thread_ && plan_thread_->joinable()) plan_thread_->join();
+    plan_thread_.reset();
+    plan_rows_ = rows;
+    plan_button_->setEnabled(true);
+    plan_cancel_->setEnabled(false);
+    plan_table_->setRowCount(static_cast<int>(rows.size()));
+    for (int i = 0; i < rows.size(); ++i) {
+        const PlanCandidate& c = rows[i];
+        const TrainingSetup& t = c.scenario.setup;
+        const QStringList cells = {QString::number(c.scenario.cluster.num_gpus), layout_text(c.scenario),
+                                   QString("%1 x %2").arg(t.micro_batch).arg(t.grad_accum), QString::number(t.zero_stage),
+                                   to_string(t.recompute), QString::number(c.time.throughput.tokens_per_s, 'f', 0),
+                                   QString("%1 %").arg(100 * c.time.throughput.mfu, 0, 'f', 1), gbtext(c.memory.total)};
+        for (int j = 0; j < cells.size(); ++j) plan_table_->setItem(i, j, new QTableWidgetItem(cells[j]));
+    }
+    statusBar()->showMessage(cancelled ? "Search cancelled" : QString("Search done: %1 layouts").arg(rows.size()), 4000);
+}
+
+void MainWindow::buildCompare(QWidget* host) {
+    auto* v = new QVBoxLayout(host);
+    auto* top = new QHBoxLayout;
+    auto* pin = new QPushButton("Pin current scenario", host);
+    pin->setObjectName("pinButton");
+    auto* clear = new QPushButton("Clear", host);
+    clear->setObjectName("clearPinsButton");
+    top->addWidget(pin);
+    top->addWidget(clear);
+    top->addStretch();
+    v->addLayout(top);
+    compare_table_ = new QTableWidget(0, 0, host);
+    compare_table_->setObjectName("compareTable");
+    compare_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    v->addWidget(compare_table_, 1);
+    compare_chart_ = new QChartView(host);
+    compare_chart_->setObjectName("compareChart");
+    compare_chart_->setRenderHint(QPainter::Antialiasing);
+    v->addWidget(compare_chart_, 1);
+    connect(pin, &QPushButton::clicked, this, [this] {
+        const Scenario& s = c_->scenario();
+        c_->pin(QString("%1 / %2 x %3 / %4").arg(QString::fromStdString(s.model.id), QString::number(s.cluster.num_gpus),
+                                                 QString::fromStdString(s.cluster.gpu.id), layout_text(s)));
+    });
+    connect(clear, &QPushButton::clicked, c_, &Controller::clearPins);
+}
+
+void MainWindow::showCompare() {
+    const auto& pins = c_->pinned();
+    const QStringList rows = {"memory/GPU", "fits", "step (s)", "tokens/s", "MFU", "compute", "communication", "bubble"};
+    compare_table_->setColumnCount(static_cast<int>(pins.size()));
+    compare_table_->setRowCount(static_cast<int>(rows.size()));
+    compare_table_->setVerticalHeaderLabels(rows);
+    QStringList names;
+    QVector<double> tps;
+    for (int j = 0; j < pins.size(); ++j) {
+        const Pinned& p = pins[j];
+        names << QString("#%1").arg(j + 1);
+        tps << p.time.throughput.tokens_per_s;
+        compare_table_->setHorizontalHeaderItem(j, new QTableWidgetItem(QString("#%1 %2").arg(j + 1).arg(p.label)));
+        const TimeBreakdown& t = p.time.time;
+        const QStringList cells = {gbtext(p.memory.total), p.memory.fits() ? "yes" : "NO", QString::number(t.step_s, 'g', 4),
+                                   QString::number(p.time.throughput.tokens_per_s, 'f', 0),
+                                   QString("%1 %").arg(100 * p.time.throughput.mfu, 0, 'f', 1),
+                                   QString("%1 %").arg(100 * t.compute_s / t.step_s, 0, 'f', 0),
+                                   QString("%1 %").arg(100 * t.communication_s / t.step_s, 0, 'f', 0),
+                                   QString("%1 %").arg(100 * t.bubble_s / t.step_s, 0, 'f', 0)};
+        for (int i = 0; i < cells.size(); ++i) compare_table_->setItem(i, j, new QTableWidgetItem(cells[i]));
+    }
+    QChart* old = compare_chart_->chart();
+    compare_chart_->setChart(compare_chart("Throughput of pinned scenarios (tokens/s)", names, tps, "tokens/s"));
+    delete old;
+}
+
+void MainWindow::buildAdvice(QWidget* host) {
+    host->setObjectName("adviceTab");
+    auto* v = new QVBoxLayout(host);
+    advice_label_ = new QLabel(host);
+    advice_label_->setObjectName("adviceLabel");
+    advice_label_->setWordWrap(true);
+    advice_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    v->addWidget(advice_label_);
+    advice_table_ = new QTableWidget(0, 4, host);
+    advice_table_->setObjectName("adviceTable");
+    advice_table_->setHorizontalHeaderLabels({"remedy", "tokens/s", "memory/GPU", "what changes"});
+    advice_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    advice_table_->horizontalHeader()->setStretchLastSection(true);
+    advice_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    v->addWidget(advice_table_, 1);
+    connect(c_, &Controller::changed, this, [this] {
+        if (tabs_->currentWidget() && tabs_->currentWidget()->objectName() == "adviceTab") showAdvice();
+    });
+}
+
+void MainWindow::showAdvice() {
+    if (!c_->valid()) return;
+    const AdviceReport rep = c_->advice();
+    QString text = QString("<b>%1</b>: %2<ul>").arg(QString(to_string(rep.diagnosis.bottleneck)).toUpper(),
+                                                     QString::fromStdString(rep.diagnosis.headline).toHtmlEscaped());
+    for (const auto& e : rep.diagnosis.evidence) text += "<li>" + QString::fromStdString(e).toHtmlEscaped() + "</li>";
+    advice_label_->setText(text + "</ul>");
+    advice_table_->setRowCount(static_cast<int>(rep.remedies.size()));
+    for (int i = 0; i < static_cast<int>(rep.remedies.size()); ++i) {
+        const Advice& a = rep.remedies[static_cast<size_t>(i)];
+        QStringList changes;
+        for (const auto& ch : a.changes) changes << QString::fromStdString(ch);
+        const QStringList cells = {QString::fromStdString(a.title) + (a.changes_result ? "  [changes what is trained]" : ""),
+                                   QString("%1 (%2x)").arg(a.time.throughput.tokens_per_s, 0, 'f', 0).arg(a.speedup, 0, 'f', 2),
+                                   gbtext(a.memory.total), changes.join("; ")};
+        for (int j = 0; j < cells.size(); ++j) {
+            auto* item = new QTableWidgetItem(cells[j]);
+            item->setToolTip(QString::fromStdString("assumes: " + a.assumption));
+            advice_table_->setItem(i, j, item);
+        }
+    }
+}
+
+void MainWindow::buildMenus() {
+    QMenu* file = menuBar()->addMenu("&File");
+    QAction* open = file->addAction("&Open scenario...", this, [this] {
+        const QString f = QFileDialog::getOpenFileName(this, "Open scenario", {}, "Scenario (*.toml)");
+        if (f.isEmpty()) return;
+        QString err;
+        if (!c_->openScenario(f, &err)) QMessageBox::warning(this, "Cannot open scenario", err);
+        else if (c_->valid()) loadScenario(c_->scenario(), c_->modelRef());
+    });
+    open->setObjectName("openScenarioAction");
+    open->setShortcut(QKeySequence::Open);
+    QAction* save = file->addAction("&Save scenario...", this, [this] {
+        const QString f = QFileDialog::getSaveFileName(this, "Save scenario", "scenario.toml", "Scenario (*.toml)");
+        if (f.isEmpty()) return;
+        QString err;
+        if (!c_->saveScenario(f, &err)) QMessageBox::warning(this, "Cannot save scenario", err);
+    });
+    save->setObjectName("saveScenarioAction");
+    save->setShortcut(QKeySequence::Save);
+    QAction* exp = file->addAction("&Export report (HTML or PDF)...", this, [this] {
+        const QString f = QFileDialog::getSaveFileName(this, "Export report", "report.html", "Report (*.html *.pdf)");
+        if (f.isEmpty()) return;
+        bool ok = false;
+        const double days = QInputDialog::getDouble(this, "Deadline", "Train the token budget within (days):", 30, 0.1, 36500, 1, &ok);
+        if (!ok) return;
+        QString err;
+        if (!c_->exportReport(f, std::max(1.0, tokens_->value() * 1e9), days, &err)) QMessageBox::warning(this, "Cannot export", err);
+    });
+    exp->setObjectName("exportReportAction");
+    QAction* copy = file->addAction("&Copy as command line", this, [this] { QApplication::clipboard()->setText(c_->commandLine()); });
+    copy->setObjectName("copyCommandAction");
+    copy->setShortcut(QKeySequence("Ctrl+Shift+C"));
+    file->addSeparator();
+    file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
+}
+
+bool MainWindow::saveScreenshots(const QString& dir) {
+    QDir().mkpath(dir);
+    bool ok = true;
+    const QStringList names = {"results", "sweeps", "plan", "compare", "advice"};
+    for (int i = 0; i < tabs_->count(); ++i) {
+        tabs_->setCurrentIndex(i);
+        if (names[i] == "plan" && plan_rows_.isEmpty()) {
+            startPlan();
+            while (plan_thread_) QApplication::processEvents(QEventLoop::AllEvents, 50);
+        }
+        if (names[i] == "compare" && c_->pinned().isEmpty()) {
+            c_->pin("current");
+            Scenario s = c_->scenario();
+        }
+        QApplication::processEvents();
+        ok &= grab().save(dir + "/" + names[i] + ".png");
+    }
+    tabs_->setCurrentIndex(0);
+    return ok;
+}
+
+}  // namespace trainplan::gui

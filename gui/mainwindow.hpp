@@ -1,0 +1,96 @@
+// The main window: the whole scenario editable on the left, live results,
+// sweeps, layout search, comparison and advice on the right.
+#pragma once
+
+#include <QMainWindow>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "controller.hpp"
+#include "trainplan/search.hpp"
+
+class QCheckBox;
+class QChartView;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QTableWidget;
+class QTabWidget;
+
+namespace trainplan::gui {
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    explicit MainWindow(Controller* controller, QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    // Loads a scenario into the editor (what opening a file or a plan row does).
+    void loadScenario(const Scenario& s, const QString& model_ref);
+    // Saves every tab as a PNG into `dir` (for review of the look).
+    bool saveScreenshots(const QString& dir);
+    // Time of the last input -> painted results round trip, in ms.
+    double lastRepaintMs() const { return repaint_ms_; }
+
+public slots:
+    void readInputs();
+    void showResults();
+    void runSweep();
+    void startPlan();
+    void cancelPlan();
+
+private:
+    void buildEditor(QWidget* host);
+    void buildResults(QWidget* host);
+    void buildSweeps(QWidget* host);
+    void buildPlan(QWidget* host);
+    void buildCompare(QWidget* host);
+    void buildAdvice(QWidget* host);
+    void buildMenus();
+    void showCompare();
+    void showAdvice();
+    void planFinished(const QVector<PlanCandidate>& rows, bool cancelled);
+    void setArchitectureFields(const ModelSpec& m);
+
+    Controller* c_;
+    bool loading_ = false;
+    double repaint_ms_ = 0;
+
+    // editor
+    QComboBox *model_, *gpu_, *intra_, *inter_, *method_, *precision_, *optimizer_, *framework_, *zero_, *offload_, *recompute_,
+        *schedule_, *attention_;
+    QSpinBox *layers_, *hidden_, *heads_, *kv_heads_, *ffn_, *vocab_, *gpus_, *per_node_, *lora_rank_, *seq_, *micro_, *global_, *tp_, *pp_,
+        *vp_, *ep_;
+    QCheckBox *flash_, *sp_;
+    QDoubleSpinBox *tokens_, *rent_;
+    QLabel *dp_label_, *error_;
+    // results
+    QTabWidget* tabs_;
+    QLabel *banner_, *metrics_;
+    QTableWidget* mem_table_;
+    QChartView *mem_chart_, *time_chart_;
+    // sweeps
+    QComboBox* sweep_kind_;
+    QChartView *sweep_mem_, *sweep_tps_;
+    // plan
+    QPushButton *plan_button_, *plan_cancel_;
+    QProgressBar* plan_progress_;
+    QTableWidget* plan_table_;
+    QVector<PlanCandidate> plan_rows_;
+    std::unique_ptr<std::thread> plan_thread_;
+    std::atomic<bool> plan_cancel_flag_{false};
+    // compare
+    QTableWidget* compare_table_;
+    QChartView* compare_chart_;
+    // advice
+    QLabel* advice_label_;
+    QTableWidget* advice_table_;
+    QLabel* update_label_;
+};
+
+}  // namespace trainplan::gui
