@@ -1,6 +1,8 @@
 #include "charts.hpp"
 
 #include <QBarCategoryAxis>
+#include <QGuiApplication>
+#include <QPalette>
 #include <QBarSet>
 #include <QHorizontalStackedBarSeries>
 #include <QBarSeries>
@@ -18,6 +20,8 @@ namespace trainplan::gui {
 namespace {
 QChart* base_chart(const QString& title) {
     auto* c = new QChart;
+    // Follow the system light/dark palette.
+    if (QGuiApplication::palette().color(QPalette::Window).lightness() < 128) c->setTheme(QChart::ChartThemeDark);
     c->setTitle(title);
     c->setAnimationOptions(QChart::NoAnimation);
     c->legend()->setAlignment(Qt::AlignBottom);

@@ -147,6 +147,18 @@ void MainWindow::buildEditor(QWidget* host) {
     fm->addRow("Heads / KV heads", [&] { auto* w = new QWidget; auto* h = new QHBoxLayout(w); h->setContentsMargins(0, 0, 0, 0); h->addWidget(heads_); h->addWidget(kv_heads_); return w; }());
     fm->addRow("FFN", ffn_);
     fm->addRow("Vocabulary", vocab_);
+    max_seq_ = spin("maxSeqSpin", 1, 1 << 26, 4096, host);
+    activation_ = combo("activationCombo", {"swiglu", "geglu", "gelu", "relu"}, host);
+    norm_ = combo("normCombo", {"rmsnorm", "layernorm"}, host);
+    tied_ = new QCheckBox("Tied embeddings", host);
+    tied_->setObjectName("tiedCheck");
+    experts_ = spin("expertsSpin", 0, 65536, 0, host);
+    experts_->setSpecialValueText("dense");
+    top_k_ = spin("topKSpin", 1, 65536, 2, host);
+    fm->addRow("Context", max_seq_);
+    fm->addRow("Activation / norm", [&] { auto* w = new QWidget; auto* h = new QHBoxLayout(w); h->setContentsMargins(0, 0, 0, 0); h->addWidget(activation_); h->addWidget(norm_); return w; }());
+    fm->addRow(tied_);
+    fm->addRow("Experts / top-k", [&] { auto* w = new QWidget; auto* h = new QHBoxLayout(w); h->setContentsMargins(0, 0, 0, 0); h->addWidget(experts_); h->addWidget(top_k_); return w; }());
     // Hardware
     auto* fh = group("Hardware");
     gpu_ = combo("gpuCombo", c_->names(PresetKind::Gpu), host);
@@ -179,6 +191,17 @@ void MainWindow::buildEditor(QWidget* host) {
     global_ = spin("globalBatchSpin", 1, 1 << 30, 1, host);
     ft->addRow("Method", method_);
     ft->addRow("LoRA rank", lora_rank_);
+    lora_targets_ = combo("loraTargetsCombo", {"all", "attention", "mlp", "q,v", "q,k,v,o"}, host);
+    quant_ = combo("quantCombo", {"nf4", "fp4"}, host);
+    double_quant_ = new QCheckBox("Double quantization", host);
+    double_quant_->setObjectName("doubleQuantCheck");
+    double_quant_->setChecked(true);
+    paged_ = new QCheckBox("Paged optimizer", host);
+    paged_->setObjectName("pagedCheck");
+    paged_->setChecked(true);
+    ft->addRow("LoRA targets", lora_targets_);
+    ft->addRow("QLoRA base", quant_);
+    ft->addRow(double_quant_, paged_);
     ft->addRow("Precision", precision_);
     ft->addRow("Optimizer", optimizer_);
     ft->addRow("Convention", framework_);
@@ -230,7 +253,8 @@ void MainWindow::buildEditor(QWidget* host) {
     v->addWidget(error_);
     v->addStretch();
 
-    for (QComboBox* c : {gpu_, intra_, inter_, method_, precision_, optimizer_, framework_, zero_, offload_, recompute_, schedule_, attention_})
+    for (QComboBox* c : {gpu_, intra_, inter_, method_, precision_, optimizer_, framework_, zero_, offload_, recompute_, schedule_, attention_,
+                         lora_targets_, quant_})
         connect(c, &QComboBox::currentTextChanged, this, &MainWindow::readInputs);
     connect(model_, &QComboBox::currentTextChanged, this, [this] {
         if (!loading_) readInputs();
@@ -238,8 +262,7 @@ void MainWindow::buildEditor(QWidget* host) {
     for (QSpinBox* s : {gpus_, per_node_, lora_rank_, seq_, micro_, global_, tp_, pp_, vp_, ep_})
         connect(s, qOverload<int>(&QSpinBox::valueChanged), this, &MainWindow::readInputs);
     // Editing an architecture field turns the model into an inline one.
-    for (QSpinBox* s : {layers_, hidden_, heads_, kv_heads_, ffn_, vocab_})
-        connect(s, qOverload<int>(&QSpinBox::valueChanged), this, [this] {
+    auto edited = [this] {
             if (loading_ || !c_->valid()) return;
             ScenarioInput in = c_->input();
             ModelSpec m = c_->scenario().model;
@@ -251,6 +274,18 @@ void MainWindow::buildEditor(QWidget* host) {
             m.ffn = ffn_->value();
             if (m.is_moe()) m.moe.expert_ffn = m.ffn;
             m.vocab = vocab_->value();
+            m.max_seq_len = max_seq_->value();
+            m.activation = activation_->currentIndex() == 0 ? Activation::SwiGLU : activation_->currentIndex() == 1 ? Activation::GeGLU
+                           : activation_->currentIndex() == 2 ? Activation::GELU : Activation::ReLU;
+            const bool layernorm = norm_->currentIndex() == 1;
+            if (layernorm != (m.norm == NormKind::LayerNorm)) m.norm_bias = layernorm;
+            m.norm = layernorm ? NormKind::LayerNorm : NormKind::RMSNorm;
+            m.tied_embeddings = tied_->isChecked();
+            m.moe.num_experts = experts_->value();
+            if (m.is_moe()) {
+                m.moe.top_k = std::min(top_k_->value(), experts_->value());
+                if (m.moe.shared_expert_ffn == 0) m.moe.shared_expert_ffn = m.moe.expert_ffn;
+            }
             m.name = QString::fromStdString(m.name).remove(" (edited)").toStdString() + " (edited)";
             in.model_inline = m;
             in.model.reset();
@@ -258,8 +293,12 @@ void MainWindow::buildEditor(QWidget* host) {
             model_->setEditText(QString::fromStdString(m.name));
             loading_ = false;
             c_->setInput(in);
-        });
-    for (QCheckBox* cb : {flash_, sp_}) connect(cb, &QCheckBox::toggled, this, &MainWindow::readInputs);
+    };
+    for (QSpinBox* s : {layers_, hidden_, heads_, kv_heads_, ffn_, vocab_, max_seq_, experts_, top_k_})
+        connect(s, qOverload<int>(&QSpinBox::valueChanged), this, edited);
+    for (QComboBox* cb : {activation_, norm_}) connect(cb, &QComboBox::currentTextChanged, this, edited);
+    connect(tied_, &QCheckBox::toggled, this, edited);
+    for (QCheckBox* cb : {flash_, sp_, double_quant_, paged_}) connect(cb, &QCheckBox::toggled, this, &MainWindow::readInputs);
     for (QDoubleSpinBox* d : {tokens_, rent_})
         connect(d, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this] {
             RunOptions r = c_->run();
@@ -293,6 +332,10 @@ void MainWindow::readInputs() {
     if (inter_->currentIndex() > 0) in.inter_node = inter_->currentText().toStdString();
     in.method = parse_method(method_->currentText().toStdString());
     in.lora_rank = lora_rank_->value();
+    in.lora_targets = parse_lora_targets(lora_targets_->currentText().toStdString());
+    in.quant = parse_quant(quant_->currentText().toStdString());
+    in.double_quant = double_quant_->isChecked();
+    in.paged_optimizer = paged_->isChecked();
     in.precision = parse_precision(precision_->currentText().toStdString());
     in.optimizer = parse_optimizer(optimizer_->currentText().toStdString());
     in.framework = parse_framework(framework_->currentText().toStdString());
@@ -322,6 +365,12 @@ void MainWindow::setArchitectureFields(const ModelSpec& m) {
     kv_heads_->setValue(static_cast<int>(m.num_kv_heads));
     ffn_->setValue(static_cast<int>(m.is_moe() ? m.moe.expert_ffn : m.ffn));
     vocab_->setValue(static_cast<int>(m.vocab));
+    max_seq_->setValue(static_cast<int>(std::min<std::int64_t>(m.max_seq_len, 1 << 26)));
+    activation_->setCurrentText(to_string(m.activation));
+    norm_->setCurrentText(to_string(m.norm));
+    tied_->setChecked(m.tied_embeddings);
+    experts_->setValue(m.moe.num_experts);
+    top_k_->setValue(std::max(1, m.moe.top_k));
 }
 
 void MainWindow::loadScenario(const Scenario& s, const QString& model_ref) {
@@ -338,6 +387,11 @@ void MainWindow::loadScenario(const Scenario& s, const QString& model_ref) {
     const TrainingSetup& t = s.setup;
     set_combo(method_, to_string(t.method));
     lora_rank_->setValue(t.lora.rank);
+    set_combo(lora_targets_, t.lora.targets == kLoraAll ? "all" : t.lora.targets == kLoraAttention ? "attention"
+                             : t.lora.targets == kLoraMlp ? "mlp" : t.lora.targets == (kLoraQ | kLoraV) ? "q,v" : "q,k,v,o");
+    set_combo(quant_, to_string(t.qlora.quant));
+    double_quant_->setChecked(t.qlora.double_quant);
+    paged_->setChecked(t.qlora.paged_optimizer);
     set_combo(precision_, to_string(t.precision));
     set_combo(optimizer_, to_string(t.optimizer));
     set_combo(framework_, to_string(t.framework));
@@ -413,9 +467,10 @@ void MainWindow::showResults() {
     const MemoryBreakdown& m = me.peak();
     dp_label_->setText(QString::number(s.setup.layout.dp));
     if (!loading_) {
-        for (QSpinBox* sb : {layers_, hidden_, heads_, kv_heads_, ffn_, vocab_}) sb->blockSignals(true);
+        const QList<QWidget*> arch = {layers_, hidden_, heads_, kv_heads_, ffn_, vocab_, max_seq_, experts_, top_k_, activation_, norm_, tied_};
+        for (QWidget* w : arch) w->blockSignals(true);
         setArchitectureFields(s.model);
-        for (QSpinBox* sb : {layers_, hidden_, heads_, kv_heads_, ffn_, vocab_}) sb->blockSignals(false);
+        for (QWidget* w : arch) w->blockSignals(false);
     }
     if (m.fits()) {
         banner_->setText(QString("FITS: %1 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom())));

@@ -63,10 +63,10 @@ private:
 
     // editor
     QComboBox *model_, *gpu_, *intra_, *inter_, *method_, *precision_, *optimizer_, *framework_, *zero_, *offload_, *recompute_,
-        *schedule_, *attention_;
+        *schedule_, *attention_, *activation_, *norm_, *lora_targets_, *quant_;
     QSpinBox *layers_, *hidden_, *heads_, *kv_heads_, *ffn_, *vocab_, *gpus_, *per_node_, *lora_rank_, *seq_, *micro_, *global_, *tp_, *pp_,
-        *vp_, *ep_;
-    QCheckBox *flash_, *sp_;
+        *vp_, *ep_, *max_seq_, *experts_, *top_k_;
+    QCheckBox *flash_, *sp_, *tied_, *double_quant_, *paged_;
     QDoubleSpinBox *tokens_, *rent_;
     QLabel *dp_label_, *error_;
     // results

@@ -182,6 +182,34 @@ private slots:
         QVERIFY(child<QTableWidget>(w, "adviceTable")->rowCount() >= 1);
     }
 
+    void editingAnArchitectureFieldMakesAnInlineModel() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
+        child<QSpinBox>(w, "layersSpin")->setValue(16);
+        QVERIFY(c.input().model_inline.has_value());
+        QCOMPARE(c.scenario().model.num_layers, std::int64_t{16});
+        QVERIFY(child<QComboBox>(w, "modelCombo")->currentText().endsWith("(edited)"));
+        // Half the layers of Llama-2-7B: 16 x 202,383,360 + 2 x 131,072,000 + 4096 parameters.
+        QCOMPARE(count_params(c.scenario().model).total, std::int64_t{16} * 202'383'360 + 2 * 131'072'000 + 4096);
+        QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), gb(core_memory(c.input()).total));
+        // A mixture of experts from the same editor.
+        child<QSpinBox>(w, "expertsSpin")->setValue(8);
+        child<QSpinBox>(w, "topKSpin")->setValue(2);
+        QCOMPARE(c.scenario().model.moe.num_experts, 8);
+        QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), gb(core_memory(c.input()).total));
+        // Saved inline and read back to the same numbers.
+        QTemporaryDir dir;
+        QString err;
+        QVERIFY2(c.saveScenario(dir.filePath("inline.toml"), &err), qPrintable(err));
+        Controller c2({TRAINPLAN_SOURCE_DIR});
+        QVERIFY2(c2.openScenario(dir.filePath("inline.toml"), &err), qPrintable(err));
+        QVERIFY2(c2.valid(), qPrintable(c2.errors()));
+        QCOMPARE(count_params(c2.scenario().model).total, count_params(c.scenario().model).total);
+        QCOMPARE(c2.memory().peak().total, c.memory().peak().total);
+    }
+
     void everyInputIsReachableByKeyboard() {
         Controller c({TRAINPLAN_SOURCE_DIR});
         MainWindow w(&c);
