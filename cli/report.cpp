@@ -256,20 +256,42 @@ std::string report_csv(const SizingReport& r) {
     return c;
 }
 
-bool write_file_atomically(const std::string& path, const std::string& text, std::string& why) {
+namespace {
+
+// The temporary name next to `path` (same directory, so rename is atomic); empty
+// with a reason when the directory does not exist.
+std::string temporary_for(const std::string& path, std::string& why) {
     namespace fs = std::filesystem;
     const fs::path target(path);
     const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) {
         why = path + ": directory " + dir.string() + " does not exist";
+        return {};
+    }
+    return (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+}
+
+// Moves the finished temporary into place (or removes it).
+bool commit_temporary(const std::string& tmp, const std::string& path, std::string& why) {
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        why = path + ": cannot replace the file: " + std::strerror(errno);
+        std::remove(tmp.c_str());
         return false;
     }
-    const std::string tmp = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+    return true;
+}
+
+}  // namespace
+
+bool write_file_atomically(const std::string& path, const std::string& text, std::string& why) {
+    const std::string tmp = temporary_for(path, why);
+    if (tmp.empty()) return false;
+    const std::string dir = std::filesystem::path(tmp).parent_path().string();
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         if (!out) {
-            why = path + ": cannot write in " + dir.string() + ": " + std::strerror(errno);
+            why = path + ": cannot write in " + dir + ": " + std::strerror(errno);
             return false;
         }
         out << text;
@@ -281,12 +303,7 @@ bool write_file_atomically(const std::string& path, const std::string& text, std
             return false;
         }
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        why = path + ": cannot replace the file: " + std::strerror(errno);
-        std::remove(tmp.c_str());
-        return false;
-    }
-    return true;
+    return commit_temporary(tmp, path, why);
 }
 
 bool write_pdf_atomically(const std::string& path, const std::string& html, std::string& why) {
@@ -300,18 +317,13 @@ bool write_pdf_atomically(const std::string& path, const std::string& html, std:
         why = path + ": PDF output needs a headless Chromium on PATH (Debian: apt install chromium); write .html and print it, or use the GUI";
         return false;
     }
-    const fs::path target(path);
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    const std::string tmp_pdf = temporary_for(path, why);
+    if (tmp_pdf.empty()) return false;
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) {
-        why = path + ": directory " + dir.string() + " does not exist";
-        return false;
-    }
     const fs::path work = fs::temp_directory_path() / ("trainplan-pdf-" + std::to_string(::getpid()));
     fs::create_directories(work, ec);
     const fs::path html_file = work / "report.html";
     if (!write_file_atomically(html_file.string(), html, why)) return false;
-    const std::string tmp_pdf = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
     const std::string cmd = chromium + " --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking "
                             "--disable-component-update --disable-sync --user-data-dir='" + (work / "profile").string() +
                             "' --no-pdf-header-footer --print-to-pdf='" + tmp_pdf + "' 'file://" + fs::absolute(html_file).string() +
@@ -323,12 +335,7 @@ bool write_pdf_atomically(const std::string& path, const std::string& html, std:
         why = path + ": " + chromium + " could not print the report to PDF";
         return false;
     }
-    if (std::rename(tmp_pdf.c_str(), path.c_str()) != 0) {
-        why = path + ": cannot replace the file: " + std::strerror(errno);
-        std::remove(tmp_pdf.c_str());
-        return false;
-    }
-    return true;
+    return commit_temporary(tmp_pdf, path, why);
 }
 
 }  // namespace trainplan::cli

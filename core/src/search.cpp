@@ -160,7 +160,6 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         std::int64_t oom = 0, feasible = 0;
     };
     std::vector<Local> locals(nthreads);
-    const RunOptions run = base.run;
     auto worker = [&](unsigned w) {
         Scenario s = base;
         Local& L = locals[w];
@@ -212,19 +211,17 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         pc.cost_usd = o.time.cost.rent_cost_usd;
         res.top.push_back(std::move(pc));
     }
-    (void)run;
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
 }
 
-std::int64_t max_micro_batch(const Scenario& s, std::int64_t limit) {
-    Scenario x = s;
-    const LayerGraph g = build_layer_graph(x.model, x.setup);
-    auto fits = [&](std::int64_t mb) {
-        x.setup.micro_batch = mb;
-        return estimate_memory(x, g).peak().fits();
-    };
-    if (!fits(1)) return 0;
+namespace {
+
+// Largest value in [1, limit] for which fits() holds, assuming it holds up to
+// some point and not beyond (memory grows with micro-batch and sequence); 0 if none.
+template <class Fits>
+std::int64_t largest_fitting(Fits fits, std::int64_t limit) {
+    if (limit < 1 || !fits(1)) return 0;
     std::int64_t lo = 1, hi = 2;
     while (hi <= limit && fits(hi)) { lo = hi; hi *= 2; }
     hi = std::min(hi, limit + 1);
@@ -233,25 +230,21 @@ std::int64_t max_micro_batch(const Scenario& s, std::int64_t limit) {
         (fits(mid) ? lo : hi) = mid;
     }
     return lo;
+}
+
+}  // namespace
+
+std::int64_t max_micro_batch(const Scenario& s, std::int64_t limit) {
+    Scenario x = s;
+    const LayerGraph g = build_layer_graph(x.model, x.setup);
+    return largest_fitting([&](std::int64_t mb) { x.setup.micro_batch = mb; return estimate_memory(x, g).peak().fits(); }, limit);
 }
 
 std::int64_t max_seq_len(const Scenario& s, std::int64_t limit) {
     Scenario x = s;
     const LayerGraph g = build_layer_graph(x.model, x.setup);
     if (x.model.position == PositionKind::Learned) limit = std::min(limit, x.model.max_seq_len);
-    auto fits = [&](std::int64_t seq) {
-        x.setup.seq_len = seq;
-        return estimate_memory(x, g).peak().fits();
-    };
-    if (!fits(1)) return 0;
-    std::int64_t lo = 1, hi = 2;
-    while (hi <= limit && fits(hi)) { lo = hi; hi *= 2; }
-    hi = std::min(hi, limit + 1);
-    while (hi - lo > 1) {
-        const std::int64_t mid = lo + (hi - lo) / 2;
-        (fits(mid) ? lo : hi) = mid;
-    }
-    return lo;
+    return largest_fitting([&](std::int64_t seq) { x.setup.seq_len = seq; return estimate_memory(x, g).peak().fits(); }, limit);
 }
 
 int min_gpus(const Scenario& base, const SearchSpace& space, double target, int max_gpus, PlanCandidate* best, unsigned threads,

@@ -177,7 +177,7 @@ PassTimes layer_times(const Scenario& s, const LayerGraph& g, const Hw& hw) {
                 fwd = flops / (hw.attn_peak * hw.eff.attention_fwd) + hw.eff.kernel_overhead_s;
                 // Backward does 2.5x the forward matmul work (5 GEMMs vs 2; Dao 2023).
                 bwd = 2.5 * flops / (hw.attn_peak * hw.eff.attention_bwd) + hw.eff.kernel_overhead_s;
-                p.attention_core_fwd += 0;  // the kernel already recomputes inside its backward
+                // (the kernel recomputes attention inside its own backward: nothing for selective recompute to add)
                 break;
             }
             case OpKind::AttentionScores:

@@ -343,18 +343,29 @@ ValidationStats stats(std::vector<double> e) {
 
 }  // namespace
 
+namespace {
+
+// Parses a case file into its [[case]] tables (toml++ keeps them alive in `doc`).
+std::optional<Diagnostic> load_cases(const TextSource& f, toml::table& doc, const toml::array*& cases) {
+    try {
+        doc = toml::parse(f.text, f.filename);
+    } catch (const toml::parse_error& e) {
+        return Diagnostic{f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
+                          "invalid TOML: " + std::string(e.description())};
+    }
+    cases = doc["case"].as_array();
+    if (!cases) return Diagnostic{f.filename, 1, 1, "case", "no [[case]] entries"};
+    return std::nullopt;
+}
+
+}  // namespace
+
 Result<std::vector<PublishedRun>> published_runs(const std::vector<TextSource>& files, PresetLookup& lookup) {
     std::vector<PublishedRun> out;
     for (const TextSource& f : files) {
         toml::table doc;
-        try {
-            doc = toml::parse(f.text, f.filename);
-        } catch (const toml::parse_error& e) {
-            return Diagnostic{f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
-                              "invalid TOML: " + std::string(e.description())};
-        }
-        const toml::array* cases = doc["case"].as_array();
-        if (!cases) continue;
+        const toml::array* cases = nullptr;
+        if (auto err = load_cases(f, doc, cases)) return *err;
         for (const toml::node& n : *cases) {
             const toml::table* c = n.as_table();
             if (!c || str(*c, "kind") == "memory") continue;
@@ -370,14 +381,8 @@ Result<ValidationReport> run_validation(const std::vector<TextSource>& files, Pr
     std::vector<double> mem, thr;
     for (const TextSource& f : files) {
         toml::table doc;
-        try {
-            doc = toml::parse(f.text, f.filename);
-        } catch (const toml::parse_error& e) {
-            return Diagnostic{f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
-                              "invalid TOML: " + std::string(e.description())};
-        }
-        const toml::array* cases = doc["case"].as_array();
-        if (!cases) return Diagnostic{f.filename, 1, 1, "case", "no [[case]] entries"};
+        const toml::array* cases = nullptr;
+        if (auto err = load_cases(f, doc, cases)) return *err;
         for (const toml::node& n : *cases) {
             const toml::table* c = n.as_table();
             if (!c) continue;
