@@ -121,12 +121,12 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
                "(trainplan gpus) or a smaller model.\n";
         return 1;
     }
-    out << "\nChanges that make it fit, cheapest first (by simulated step time; more GPUs last):\n";
+    out << "\nChanges that make it fit, cheapest first (by simulated time per token; more GPUs last):\n";
     int i = 1;
     for (const auto& r : rep.remedies) {
         out << fmt::format("  {}. {:<58} {:>10}  ({} headroom)\n", i++, r.title, gb(r.memory.total), gb(r.memory.headroom()));
         for (const auto& c : r.changes) out << "       " << c << '\n';
-        out << fmt::format("       step time {:+.0f} % ({}); {}{}\n", 100 * r.slowdown,
+        out << fmt::format("       time per token {:+.0f} % ({}); {}{}\n", 100 * r.slowdown,
                            r.extra_gpus > 0 ? fmt::format("+{} GPUs", r.extra_gpus) : "same GPUs", r.cost,
                            r.changes_result ? " [changes what is trained]" : "");
     }

@@ -142,11 +142,18 @@ bool more_gpus(Scenario& s, std::vector<std::string>& ch, int& extra) {
         const std::int64_t per = trial.setup.micro_batch * trial.setup.layout.dp;
         trial.setup.grad_accum = std::max<std::int64_t>(1, gb / per);
         if (!validate(trial).empty()) continue;
-        if (!estimate_memory(trial).peak().fits()) continue;
+        if (!estimate_memory(trial).peak().fits()) {
+            // Full recompute often saves more GPUs than it costs in time.
+            if (trial.setup.recompute == Recompute::Full) continue;
+            trial.setup.recompute = Recompute::Full;
+            if (!estimate_memory(trial).peak().fits()) continue;
+        }
         ch.push_back(arrow("gpus", std::to_string(start), std::to_string(n)) + " (dp " +
                      std::to_string(s.setup.layout.dp) + " -> " + std::to_string(trial.setup.layout.dp) + ")");
         if (trial.setup.zero_stage != s.setup.zero_stage)
             ch.push_back(arrow("zero", std::to_string(s.setup.zero_stage), std::to_string(trial.setup.zero_stage)));
+        if (trial.setup.recompute != s.setup.recompute)
+            ch.push_back(arrow("recompute", to_string(s.setup.recompute), to_string(trial.setup.recompute)));
         extra = n - start;
         s = trial;
         return true;
@@ -160,7 +167,8 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
     FitReport rep;
     rep.estimate = estimate_memory(s);
     rep.fits = rep.estimate.peak().fits();
-    rep.step_s = estimate_time(s).time.step_s;
+    const TimeEstimate base_time = estimate_time(s);
+    rep.step_s = base_time.time.step_s;
     if (rep.fits) return rep;
 
     int extra_gpus = 0;
@@ -240,9 +248,11 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
         r.extra_gpus = extra_gpus;
         r.scenario = x;
         r.memory = mem;
-        r.step_s = estimate_time(x).time.step_s;
-        // Per step of the same global batch; with more GPUs the step itself is shorter.
-        r.slowdown = rep.step_s > 0 ? r.step_s / rep.step_s - 1.0 : 0.0;
+        const TimeEstimate te = estimate_time(x);
+        r.step_s = te.time.step_s;
+        // Time per token (the step ratio when the global batch is unchanged; more
+        // GPUs may have to grow the batch).
+        r.slowdown = te.throughput.tokens_per_s > 0 ? base_time.throughput.tokens_per_s / te.throughput.tokens_per_s - 1.0 : 0.0;
         rep.remedies.push_back(std::move(r));
     }
     std::stable_sort(rep.remedies.begin(), rep.remedies.end(), [](const Remedy& a, const Remedy& b) {

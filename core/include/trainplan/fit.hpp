@@ -18,7 +18,7 @@ struct Remedy {
     Scenario scenario;         // the changed scenario
     MemoryBreakdown memory;    // its worst stage
     double step_s = 0;         // simulated step time of the changed scenario
-    double slowdown = 0;       // step_s / the original's step time - 1 (same global batch)
+    double slowdown = 0;       // time per token relative to the original, - 1
 };
 
 struct FitReport {
