@@ -54,17 +54,21 @@ bool parse_pairs(const std::vector<std::string>& items, const char* flag, std::m
     return errs.empty();
 }
 
+}  // namespace
+
 // The cluster a candidate GPU comes in: its node preset if one exists (8-GPU
 // boxes preferred), else 8 per node on its own NVLink or PCIe and the default fabric.
-Result<ClusterSpec> candidate_cluster(FilePresets& presets, const std::string& id) {
+Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& id) {
     auto g = load_gpu(presets, id, "--candidates");
     if (!g) return g.error();
     ScenarioInput in;
     in.model = "7b";
     in.gpu = id;
-    for (const auto& src : presets.all(PresetKind::Node)) {
-        auto n = parse_node_toml(src.text, src.filename, src.id);
-        if (n && n->gpu == id && (!in.node || n->gpus_per_node == 8)) in.node = src.id;
+    for (const auto& name : presets.names(PresetKind::Node)) {
+        auto src = presets.find(PresetKind::Node, name);
+        if (!src) continue;
+        auto n = parse_node_toml(src->text, src->filename, name);
+        if (n && n->gpu == id && (!in.node || n->gpus_per_node == 8)) in.node = name;
     }
     in.gpus = in.node ? std::optional<int>() : std::optional<int>(8);
     auto s = resolve_scenario(in, presets);
@@ -78,7 +82,17 @@ Result<ClusterSpec> candidate_cluster(FilePresets& presets, const std::string& i
     return c;
 }
 
-}  // namespace
+std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal) {
+    std::vector<std::string> ids;
+    for (const auto& name : presets.names(PresetKind::Gpu)) {
+        auto src = presets.find(PresetKind::Gpu, name);
+        if (!src) continue;
+        auto g = parse_gpu_toml(src->text, src->filename, name);
+        if (g && (g->price_usd > 0 || goal.price_usd_per_gpu.count(name) || goal.rent_usd_per_gpu_hour.count(name)))
+            ids.push_back(name);
+    }
+    return ids;
+}
 
 int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
     FilePresets presets(o.scenario.preset_dirs);
@@ -132,16 +146,10 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
         errs.push_back({"", 0, 0, "--format", "--format pdf needs -o FILE.pdf"});
     if (!errs.empty()) return report_error(Error(errs), err);
 
-    if (candidates.empty()) {
-        for (const auto& src : presets.all(PresetKind::Gpu)) {
-            auto g = parse_gpu_toml(src.text, src.filename, src.id);
-            if (g && (g->price_usd > 0 || goal.price_usd_per_gpu.count(src.id) || goal.rent_usd_per_gpu_hour.count(src.id)))
-                candidates.push_back(src.id);
-        }
-    }
+    if (candidates.empty()) candidates = priced_gpu_candidates(presets, goal);
     std::vector<ClusterSpec> clusters;
     for (const auto& id : candidates) {
-        auto c = candidate_cluster(presets, id);
+        auto c = sizing_candidate_cluster(presets, id);
         if (!c) return report_error(c.error(), err);
         clusters.push_back(*c);
     }

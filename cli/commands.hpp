@@ -8,6 +8,7 @@
 
 #include "scenario_flags.hpp"
 #include "trainplan/advisor.hpp"
+#include "trainplan/sizing.hpp"
 
 namespace trainplan::cli {
 
@@ -65,6 +66,11 @@ struct SizeOptions {
 };
 void setup_size(CLI::App& app, SizeOptions& o);
 int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err);
+// The cluster a sizing candidate GPU comes in (its 8-GPU node preset if there is
+// one, else 8 per node on its own links) and the default candidates: every GPU
+// preset with a price (or a rent/price given in the goal).
+Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& gpu_id);
+std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal);
 
 struct AdviseOptions {
     SimulateOptions sim;

@@ -119,7 +119,7 @@ bool Controller::saveScenario(const QString& path, QString* error) const {
     return true;
 }
 
-bool Controller::exportReport(const QString& path, double tokens, double deadline_days, QString* error) const {
+bool Controller::exportReport(const QString& path, double tokens, double deadline_days, QString* error) {
     if (!valid_) {
         if (error) *error = "the scenario is not valid: " + errors_;
         return false;
@@ -127,7 +127,13 @@ bool Controller::exportReport(const QString& path, double tokens, double deadlin
     SizingGoal goal;
     goal.tokens = tokens;
     goal.deadline_s = deadline_days * 86400;
+    // The cluster being edited first, then every priced GPU preset in its usual
+    // node, as `trainplan size` compares them.
     std::vector<ClusterSpec> candidates{scenario_.cluster};
+    for (const auto& id : cli::priced_gpu_candidates(presets_, goal)) {
+        if (id == scenario_.cluster.gpu.id) continue;
+        if (auto c = cli::sizing_candidate_cluster(presets_, id)) candidates.push_back(*c);
+    }
     const SizingReport rep = size_hardware(scenario_, scenario_.setup.global_batch(), candidates, goal);
     const std::string html = cli::report_html(rep);
     std::string why;

@@ -67,7 +67,7 @@ public:
 
     bool openScenario(const QString& path, QString* error);
     bool saveScenario(const QString& path, QString* error) const;
-    bool exportReport(const QString& path, double tokens, double deadline_days, QString* error) const;
+    bool exportReport(const QString& path, double tokens, double deadline_days, QString* error);
 
     void pin(const QString& label);
     void clearPins();

@@ -2,6 +2,7 @@
 // object name and check that what is shown is core's result for the same scenario.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFile>
 #include <QLabel>
 #include <QProcess>
 #include <QPushButton>
@@ -208,6 +209,31 @@ private slots:
         QVERIFY2(c2.valid(), qPrintable(c2.errors()));
         QCOMPARE(count_params(c2.scenario().model).total, count_params(c.scenario().model).total);
         QCOMPARE(c2.memory().peak().total, c.memory().peak().total);
+    }
+
+    void exportedReportComparesTheEditedClusterWithThePricedGpus() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-40gb");  // has no price preset
+        child<QSpinBox>(w, "gpusSpin")->setValue(8);
+        child<QSpinBox>(w, "globalBatchSpin")->setValue(64);
+        QVERIFY2(c.valid(), qPrintable(c.errors()));
+        QTemporaryDir dir;
+        QString err;
+        const QString html_path = dir.filePath("report.html");
+        QVERIFY2(c.exportReport(html_path, 1e11, 30, &err), qPrintable(err));
+        QFile f(html_path);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QString html = QString::fromUtf8(f.readAll());
+        // The edited GPU and the priced presets `trainplan size` compares by default.
+        for (const char* name : {"NVIDIA A100 40GB SXM4", "NVIDIA H100 SXM5 80GB", "NVIDIA GeForce RTX 4090", "NVIDIA A100 80GB SXM4"})
+            QVERIFY2(html.contains(name), name);
+        const QString pdf_path = dir.filePath("report.pdf");
+        QVERIFY2(c.exportReport(pdf_path, 1e11, 30, &err), qPrintable(err));
+        QFile p(pdf_path);
+        QVERIFY(p.open(QIODevice::ReadOnly));
+        QVERIFY(p.read(5) == "%PDF-");
     }
 
     void everyInputIsReachableByKeyboard() {
