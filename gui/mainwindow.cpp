@@ -793,13 +793,17 @@ void MainWindow::buildMenus() {
     save->setObjectName("saveScenarioAction");
     save->setShortcut(QKeySequence::Save);
     QAction* exp = file->addAction("&Export report (HTML or PDF)...", this, [this] {
+        if (tokens_->value() <= 0) {
+            QMessageBox::warning(this, "Cannot export", "The sizing report needs a token budget: set Train (B tokens) above 0.");
+            return;
+        }
         const QString f = QFileDialog::getSaveFileName(this, "Export report", "report.html", "Report (*.html *.pdf)");
         if (f.isEmpty()) return;
         bool ok = false;
         const double days = QInputDialog::getDouble(this, "Deadline", "Train the token budget within (days):", 30, 0.1, 36500, 1, &ok);
         if (!ok) return;
         QString err;
-        if (!c_->exportReport(f, std::max(1.0, tokens_->value() * 1e9), days, &err)) QMessageBox::warning(this, "Cannot export", err);
+        if (!c_->exportReport(f, tokens_->value() * 1e9, days, &err)) QMessageBox::warning(this, "Cannot export", err);
     });
     exp->setObjectName("exportReportAction");
     QAction* copy = file->addAction("&Copy as command line", this, [this] { QApplication::clipboard()->setText(c_->commandLine()); });
