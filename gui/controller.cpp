@@ -119,14 +119,14 @@ bool Controller::saveScenario(const QString& path, QString* error) const {
     return true;
 }
 
-bool Controller::exportReport(const QString& path, double tokens, double deadline_days, QString* error) {
-    if (!valid_) {
-        if (error) *error = "the scenario is not valid: " + errors_;
-        return false;
-    }
+SizingReport Controller::sizingReport(double tokens, double deadline_days) {
     SizingGoal goal;
     goal.tokens = tokens;
     goal.deadline_s = deadline_days * 86400;
+    // The rent and price entered for the edited GPU apply to it in the report.
+    const std::string gpu_id = scenario_.cluster.gpu.id;
+    if (run_.rent_usd_per_gpu_hour > 0) goal.rent_usd_per_gpu_hour[gpu_id] = run_.rent_usd_per_gpu_hour;
+    if (run_.purchase_usd_per_gpu > 0) goal.price_usd_per_gpu[gpu_id] = run_.purchase_usd_per_gpu;
     // The cluster being edited first, then every priced GPU preset in its usual
     // node, as `trainplan size` compares them.
     std::vector<ClusterSpec> candidates{scenario_.cluster};
@@ -134,8 +134,15 @@ bool Controller::exportReport(const QString& path, double tokens, double deadlin
         if (id == scenario_.cluster.gpu.id) continue;
         if (auto c = cli::sizing_candidate_cluster(presets_, id)) candidates.push_back(*c);
     }
-    const SizingReport rep = size_hardware(scenario_, scenario_.setup.global_batch(), candidates, goal);
-    const std::string html = cli::report_html(rep);
+    return size_hardware(scenario_, scenario_.setup.global_batch(), candidates, goal);
+}
+
+bool Controller::exportReport(const QString& path, double tokens, double deadline_days, QString* error) {
+    if (!valid_) {
+        if (error) *error = "the scenario is not valid: " + errors_;
+        return false;
+    }
+    const std::string html = cli::report_html(sizingReport(tokens, deadline_days));
     std::string why;
     if (!path.endsWith(".pdf", Qt::CaseInsensitive)) {
         if (!cli::write_file_atomically(path.toStdString(), html, why)) {

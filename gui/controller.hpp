@@ -13,6 +13,7 @@
 #include "presets.hpp"
 #include "trainplan/advisor.hpp"
 #include "trainplan/io.hpp"
+#include "trainplan/sizing.hpp"
 #include "trainplan/time.hpp"
 
 namespace trainplan::gui {
@@ -67,6 +68,9 @@ public:
 
     bool openScenario(const QString& path, QString* error);
     bool saveScenario(const QString& path, QString* error) const;
+    // The sizing report for a token budget and deadline: the edited cluster (with the
+    // rent/price entered) against every priced GPU preset. Needs valid().
+    SizingReport sizingReport(double tokens, double deadline_days);
     bool exportReport(const QString& path, double tokens, double deadline_days, QString* error);
 
     void pin(const QString& label);

@@ -2,6 +2,7 @@
 // object name and check that what is shown is core's result for the same scenario.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFile>
 #include <QLabel>
 #include <QProcess>
@@ -218,7 +219,15 @@ private slots:
         child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-40gb");  // has no price preset
         child<QSpinBox>(w, "gpusSpin")->setValue(8);
         child<QSpinBox>(w, "globalBatchSpin")->setValue(64);
+        child<QDoubleSpinBox>(w, "rentSpin")->setValue(2.0);
         QVERIFY2(c.valid(), qPrintable(c.errors()));
+        // The rent typed in the editor prices the edited GPU: rent = $2 x GPU-hours.
+        const SizingReport rep = c.sizingReport(1e11, 30);
+        QVERIFY(rep.options.size() >= 5);
+        QCOMPARE(QString::fromStdString(rep.options.front().gpu_id), QString("a100-sxm-40gb"));
+        QCOMPARE(rep.options.front().rent_usd_per_gpu_hour, 2.0);
+        QVERIFY(rep.options.front().gpu_hours > 0);
+        QVERIFY(qAbs(rep.options.front().rent_cost_usd - 2.0 * rep.options.front().gpu_hours) < 1e-6 * rep.options.front().rent_cost_usd);
         QTemporaryDir dir;
         QString err;
         const QString html_path = dir.filePath("report.html");
