@@ -1,6 +1,8 @@
 // Shared test helpers: presets from the source tree, in-process CLI runs.
 #pragma once
 
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -43,6 +45,16 @@ inline CliResult cli(const std::vector<std::string>& args) {
     r.out = out.str();
     r.err = err.str();
     return r;
+}
+
+// `trainplan COMMAND ARGS... --json`: requires exit 0 and returns the parsed output.
+inline nlohmann::json cli_json(const std::string& command, std::vector<std::string> args) {
+    args.insert(args.begin(), command);
+    args.push_back("--json");
+    const CliResult r = cli(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out);
 }
 
 inline std::string data(const std::string& rel) { return std::string(TRAINPLAN_TEST_DATA) + "/" + rel; }

@@ -12,14 +12,7 @@ using nlohmann::json;
 
 namespace {
 
-json advise(std::vector<std::string> args) {
-    args.insert(args.begin(), "advise");
-    args.push_back("--json");
-    const auto r = tp_test::cli(args);
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    return json::parse(r.out);
-}
+json advise(std::vector<std::string> args) { return tp_test::cli_json("advise", std::move(args)); }
 
 std::string str(const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
 
@@ -29,7 +22,7 @@ json simulate_remedy(const json& rem) {
     const auto& t = rem["training"];
     const auto& p = rem["parallel"];
     const auto& run = rem["run"];
-    std::vector<std::string> a{"simulate", rem["model"]["id"].get<std::string>(), "--gpu", h["gpu"].get<std::string>(),
+    std::vector<std::string> a{rem["model"]["id"].get<std::string>(), "--gpu", h["gpu"].get<std::string>(),
                                "--gpus", str(h["gpus"]), "--gpus-per-node", str(h["gpus_per_node"]),
                                "--intra-node", h["intra_node"].get<std::string>(), "--method", t["method"].get<std::string>(),
                                "--precision", t["precision"].get<std::string>(), "--optimizer", t["optimizer"].get<std::string>(),
@@ -38,17 +31,14 @@ json simulate_remedy(const json& rem) {
                                "--micro-batch", str(t["micro_batch"]), "--grad-accum", str(t["grad_accum"]),
                                "--offload-optimizer", t["optimizer_offload"].get<std::string>(), "--lora-rank", str(t["lora_rank"]),
                                "--tp", str(p["tp"]), "--pp", str(p["pp"]), "--vp", str(p["vp"]), "--schedule", p["schedule"].get<std::string>(),
-                               "--sustained-clock", str(run["sustained_clock"]), "--json"};
+                               "--sustained-clock", str(run["sustained_clock"])};
     if (!h["inter_node"].get<std::string>().empty()) a.insert(a.end(), {"--inter-node", h["inter_node"].get<std::string>()});
     if (h["nics_per_node"].get<int>() > 0) a.insert(a.end(), {"--nics-per-node", str(h["nics_per_node"])});
     if (p["sequence_parallel"].get<bool>()) a.push_back("--sp");
     if (run["loader_workers"].get<int>() > 0)
         a.insert(a.end(), {"--loader-workers", str(run["loader_workers"]), "--worker-samples-per-s", str(run["worker_samples_per_s"])});
     if (run["storage_bytes_per_s"].get<double>() > 0) a.insert(a.end(), {"--storage-gb-s", std::to_string(run["storage_bytes_per_s"].get<double>() / 1e9)});
-    const auto r = tp_test::cli(a);
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    return json::parse(r.out);
+    return tp_test::cli_json("simulate", std::move(a));
 }
 
 void remedies_match_simulate(const json& rep) {

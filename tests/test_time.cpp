@@ -9,14 +9,7 @@ using nlohmann::json;
 
 namespace {
 
-json sim(std::vector<std::string> args) {
-    args.insert(args.begin(), "simulate");
-    args.push_back("--json");
-    const auto r = tp_test::cli(args);
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    return json::parse(r.out);
-}
+json sim(std::vector<std::string> args) { return tp_test::cli_json("simulate", std::move(args)); }
 
 double step(const json& j) { return j["time"]["step_s"].get<double>(); }
 

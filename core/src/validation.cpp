@@ -341,20 +341,23 @@ ValidationStats stats(std::vector<double> e) {
     return s;
 }
 
-}  // namespace
-
-namespace {
-
-// Parses a case file into its [[case]] tables (toml++ keeps them alive in `doc`).
-std::optional<Diagnostic> load_cases(const TextSource& f, toml::table& doc, const toml::array*& cases) {
-    try {
-        doc = toml::parse(f.text, f.filename);
-    } catch (const toml::parse_error& e) {
-        return Diagnostic{f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
-                          "invalid TOML: " + std::string(e.description())};
+// Calls `fn` on every [[case]] table of every file; the first file that is not
+// valid TOML or has no cases stops it with a diagnostic naming the file.
+template <class Fn>
+std::optional<Diagnostic> for_each_case(const std::vector<TextSource>& files, Fn fn) {
+    for (const TextSource& f : files) {
+        toml::table doc;
+        try {
+            doc = toml::parse(f.text, f.filename);
+        } catch (const toml::parse_error& e) {
+            return Diagnostic{f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
+                              "invalid TOML: " + std::string(e.description())};
+        }
+        const toml::array* cases = doc["case"].as_array();
+        if (!cases) return Diagnostic{f.filename, 1, 1, "case", "no [[case]] entries"};
+        for (const toml::node& n : *cases)
+            if (const toml::table* c = n.as_table()) fn(*c);
     }
-    cases = doc["case"].as_array();
-    if (!cases) return Diagnostic{f.filename, 1, 1, "case", "no [[case]] entries"};
     return std::nullopt;
 }
 
@@ -362,45 +365,34 @@ std::optional<Diagnostic> load_cases(const TextSource& f, toml::table& doc, cons
 
 Result<std::vector<PublishedRun>> published_runs(const std::vector<TextSource>& files, PresetLookup& lookup) {
     std::vector<PublishedRun> out;
-    for (const TextSource& f : files) {
-        toml::table doc;
-        const toml::array* cases = nullptr;
-        if (auto err = load_cases(f, doc, cases)) return *err;
-        for (const toml::node& n : *cases) {
-            const toml::table* c = n.as_table();
-            if (!c || str(*c, "kind") == "memory") continue;
-            std::string why;
-            if (auto b = case_scenario(*c, lookup, why)) out.push_back({str(*c, "id"), b->s});
-        }
-    }
+    auto err = for_each_case(files, [&](const toml::table& c) {
+        if (str(c, "kind") == "memory") return;
+        std::string why;
+        if (auto b = case_scenario(c, lookup, why)) out.push_back({str(c, "id"), b->s});
+    });
+    if (err) return *err;
     return out;
 }
 
 Result<ValidationReport> run_validation(const std::vector<TextSource>& files, PresetLookup& lookup) {
     ValidationReport rep;
     std::vector<double> mem, thr;
-    for (const TextSource& f : files) {
-        toml::table doc;
-        const toml::array* cases = nullptr;
-        if (auto err = load_cases(f, doc, cases)) return *err;
-        for (const toml::node& n : *cases) {
-            const toml::table* c = n.as_table();
-            if (!c) continue;
-            ValidationRow row;
-            row.id = str(*c, "id");
-            row.source = str(*c, "source");
-            const std::string kind = str(*c, "kind");
-            row.kind = kind == "memory" ? "memory" : "throughput";
-            if (kind == "memory") memory_row(*c, lookup, row);
-            else throughput_row(*c, lookup, row);
-            if (row.counted) (row.kind == "memory" ? mem : thr).push_back(std::fabs(row.error));
-            if (row.verdict) {
-                ++rep.verdicts;
-                if (!row.verdict_ok) ++rep.verdicts_failed;
-            }
-            rep.rows.push_back(std::move(row));
+    auto err = for_each_case(files, [&](const toml::table& c) {
+        ValidationRow row;
+        row.id = str(c, "id");
+        row.source = str(c, "source");
+        const std::string kind = str(c, "kind");
+        row.kind = kind == "memory" ? "memory" : "throughput";
+        if (kind == "memory") memory_row(c, lookup, row);
+        else throughput_row(c, lookup, row);
+        if (row.counted) (row.kind == "memory" ? mem : thr).push_back(std::fabs(row.error));
+        if (row.verdict) {
+            ++rep.verdicts;
+            if (!row.verdict_ok) ++rep.verdicts_failed;
         }
-    }
+        rep.rows.push_back(std::move(row));
+    });
+    if (err) return *err;
     rep.memory = stats(mem);
     rep.throughput = stats(thr);
     return rep;
