@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "presets.hpp"
+#include "trainplan/app/presets.hpp"
 #include "trainplan/fit.hpp"
 #include "trainplan/io.hpp"
 #include "trainplan/time.hpp"
@@ -15,7 +15,7 @@ using namespace trainplan;
 using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
-    cli::FilePresets presets({TRAINPLAN_SOURCE_DIR});
+    app::FilePresets presets({TRAINPLAN_SOURCE_DIR});
     ScenarioInput in;
     in.model = "llama-2-70b";
     in.gpu = "h100-sxm";

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "output.hpp"
+#include "trainplan/app/format.hpp"
 #include "trainplan/advisor.hpp"
 #include "trainplan/units.hpp"
 
@@ -23,39 +23,6 @@ void setup_advise(CLI::App& app, AdviseOptions& o) {
     app.add_option("--gpu-clock-mhz", o.clock, "Sustained SM clock under load (MHz)")->group(g);
     app.add_option("--storage", o.storage, "Where the data is read from: hdd | sata-ssd | nvme | network")->group(g);
     app.add_option("--remedies", o.max_remedies, "How many remedies to list (default 8)");
-}
-
-AdviceContext advice_context(PresetLookup& presets, const Scenario& s) {
-    AdviceContext ctx;
-    auto link = [&](const std::string& id) -> std::optional<LinkSpec> {
-        auto l = load_link(presets, id, "link");
-        if (l) return *l;
-        return std::nullopt;
-    };
-    // Links this GPU can use: its own NVLink, and PCIe at full width (with P2P
-    // where the card allows it).
-    const GpuSpec& g = s.cluster.gpu;
-    std::vector<std::string> intra;
-    if (!g.nvlink.empty()) intra.push_back(g.nvlink);
-    const int gen = g.pcie_gen > 0 ? std::min(g.pcie_gen, 5) : 4;
-    intra.push_back("pcie" + std::to_string(gen) + "-x16" + (g.p2p ? "" : "-nop2p"));
-    for (const auto& id : intra)
-        if (auto l = link(id)) ctx.intra_links.push_back(*l);
-    for (const char* id : {"ib-hdr", "ib-ndr", "roce-400g"})
-        if (auto l = link(id)) ctx.inter_links.push_back(*l);
-    // Alternatives: NVLink-capable cards of the same class for consumer boxes,
-    // and the data-centre parts.
-    std::vector<std::string> alts = {"a100-sxm-80gb", "h100-sxm"};
-    if (g.consumer || g.memory_gb_marketed <= 48) alts.insert(alts.begin(), {"rtx-3090", "rtx-a6000"});
-    for (const auto& id : alts) {
-        auto gg = load_gpu(presets, id, "gpu");
-        if (!gg) continue;
-        std::optional<LinkSpec> l = gg->nvlink.empty() ? link("pcie4-x16") : link(gg->nvlink);
-        if (gg->id == "a100-sxm-80gb") l = link("nvswitch-a100");
-        if (gg->id == "h100-sxm") l = link("nvswitch-h100");
-        if (l) ctx.gpus.push_back({*gg, *l});
-    }
-    return ctx;
 }
 
 int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {

@@ -1,7 +1,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "output.hpp"
+#include "trainplan/app/format.hpp"
 #include "trainplan/fit.hpp"
 #include "trainplan/units.hpp"
 

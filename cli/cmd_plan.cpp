@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "output.hpp"
+#include "trainplan/app/format.hpp"
 #include "trainplan/search.hpp"
 #include "trainplan/units.hpp"
 

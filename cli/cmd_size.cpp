@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "commands.hpp"
-#include "output.hpp"
-#include "report.hpp"
+#include "trainplan/app/format.hpp"
+#include "trainplan/app/report.hpp"
 #include "trainplan/sizing.hpp"
 #include "trainplan/units.hpp"
 
@@ -55,44 +55,6 @@ bool parse_pairs(const std::vector<std::string>& items, const char* flag, std::m
 }
 
 }  // namespace
-
-// The cluster a candidate GPU comes in: its node preset if one exists (8-GPU
-// boxes preferred), else 8 per node on its own NVLink or PCIe and the default fabric.
-Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& id) {
-    auto g = load_gpu(presets, id, "--candidates");
-    if (!g) return g.error();
-    ScenarioInput in;
-    in.model = "7b";
-    in.gpu = id;
-    for (const auto& name : presets.names(PresetKind::Node)) {
-        auto src = presets.find(PresetKind::Node, name);
-        if (!src) continue;
-        auto n = parse_node_toml(src->text, src->filename, name);
-        if (n && n->gpu == id && (!in.node || n->gpus_per_node == 8)) in.node = name;
-    }
-    in.gpus = in.node ? std::optional<int>() : std::optional<int>(8);
-    auto s = resolve_scenario(in, presets);
-    if (!s) return s.error();
-    ClusterSpec c = s->cluster;
-    if (c.inter_node.id.empty()) {
-        const std::string arch = c.gpu.architecture;
-        auto l = load_link(presets, (arch == "hopper" || arch == "blackwell") ? "ib-ndr" : c.gpu.consumer ? "eth-100g" : "ib-hdr", "inter_node");
-        if (l) c.inter_node = *l;
-    }
-    return c;
-}
-
-std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal) {
-    std::vector<std::string> ids;
-    for (const auto& name : presets.names(PresetKind::Gpu)) {
-        auto src = presets.find(PresetKind::Gpu, name);
-        if (!src) continue;
-        auto g = parse_gpu_toml(src->text, src->filename, name);
-        if (g && (g->price_usd > 0 || goal.price_usd_per_gpu.count(name) || goal.rent_usd_per_gpu_hour.count(name)))
-            ids.push_back(name);
-    }
-    return ids;
-}
 
 int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
     FilePresets presets(o.scenario.preset_dirs);

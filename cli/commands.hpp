@@ -7,10 +7,14 @@
 #include <ostream>
 
 #include "scenario_flags.hpp"
+#include "trainplan/app/candidates.hpp"
 #include "trainplan/advisor.hpp"
 #include "trainplan/sizing.hpp"
 
 namespace trainplan::cli {
+
+// The front-end library (presets, formatting, reports, candidates) is used unqualified here.
+using namespace trainplan::app;
 
 struct FitOptions {
     ScenarioFlags scenario;
@@ -66,11 +70,6 @@ struct SizeOptions {
 };
 void setup_size(CLI::App& app, SizeOptions& o);
 int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err);
-// The cluster a sizing candidate GPU comes in (its 8-GPU node preset if there is
-// one, else 8 per node on its own links) and the default candidates: every GPU
-// preset with a price (or a rent/price given in the goal).
-Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& gpu_id);
-std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal);
 
 struct AdviseOptions {
     SimulateOptions sim;
@@ -80,8 +79,6 @@ struct AdviseOptions {
     int max_remedies = 8;
 };
 void setup_advise(CLI::App& app, AdviseOptions& o);
-// Hardware alternatives advise may propose for a scenario (links the GPU can use, other GPUs).
-AdviceContext advice_context(PresetLookup& presets, const Scenario& s);
 int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err);
 
 struct ValidateOptions {

@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "presets.hpp"
+#include "trainplan/app/presets.hpp"
 #include "trainplan/io.hpp"
 
 namespace trainplan::cli {
+
+using namespace trainplan::app;
 
 struct ScenarioFlags {
     std::string model;

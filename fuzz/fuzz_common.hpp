@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "presets.hpp"
+#include "trainplan/app/presets.hpp"
 #include "trainplan/fit.hpp"
 #include "trainplan/time.hpp"
 
@@ -30,8 +30,8 @@ inline void evaluate(const trainplan::Scenario& s) {
     require(te.time.step_s > 0);
 }
 
-inline trainplan::cli::FilePresets& presets() {
-    static trainplan::cli::FilePresets p({TRAINPLAN_SOURCE_DIR});
+inline trainplan::app::FilePresets& presets() {
+    static trainplan::app::FilePresets p({TRAINPLAN_SOURCE_DIR});
     return p;
 }
 

@@ -10,9 +10,9 @@
 #include <QSvgRenderer>
 #include <QTextDocument>
 
-#include "commands.hpp"
-#include "output.hpp"
-#include "report.hpp"
+#include "trainplan/app/candidates.hpp"
+#include "trainplan/app/format.hpp"
+#include "trainplan/app/report.hpp"
 #include "trainplan/sizing.hpp"
 
 namespace trainplan::gui {
@@ -78,7 +78,7 @@ void Controller::evaluate() {
 }
 
 AdviceReport Controller::advice() {
-    return advise(scenario_, Observations{}, cli::advice_context(presets_, scenario_), 8);
+    return advise(scenario_, Observations{}, app::advice_context(presets_, scenario_), 8);
 }
 
 QString Controller::modelRef() const {
@@ -88,12 +88,12 @@ QString Controller::modelRef() const {
 
 QString Controller::commandLine() const {
     if (!valid_) return {};
-    return QString::fromStdString(cli::command_line(scenario_, modelRef().toStdString()));
+    return QString::fromStdString(app::command_line(scenario_, modelRef().toStdString()));
 }
 
 bool Controller::openScenario(const QString& path, QString* error) {
     std::string text, why;
-    if (!cli::read_text_file(path.toStdString(), text, why)) {
+    if (!app::read_text_file(path.toStdString(), text, why)) {
         if (error) *error = path + ": " + QString::fromStdString(why);
         return false;
     }
@@ -112,7 +112,7 @@ bool Controller::saveScenario(const QString& path, QString* error) const {
         return false;
     }
     std::string why;
-    if (!cli::write_file_atomically(path.toStdString(), scenario_to_toml(scenario_, modelRef().toStdString()), why)) {
+    if (!app::write_file_atomically(path.toStdString(), scenario_to_toml(scenario_, modelRef().toStdString()), why)) {
         if (error) *error = QString::fromStdString(why);
         return false;
     }
@@ -130,9 +130,9 @@ SizingReport Controller::sizingReport(double tokens, double deadline_days) {
     // The cluster being edited first, then every priced GPU preset in its usual
     // node, as `trainplan size` compares them.
     std::vector<ClusterSpec> candidates{scenario_.cluster};
-    for (const auto& id : cli::priced_gpu_candidates(presets_, goal)) {
+    for (const auto& id : app::priced_gpu_candidates(presets_, goal)) {
         if (id == scenario_.cluster.gpu.id) continue;
-        if (auto c = cli::sizing_candidate_cluster(presets_, id)) candidates.push_back(*c);
+        if (auto c = app::sizing_candidate_cluster(presets_, id)) candidates.push_back(*c);
     }
     return size_hardware(scenario_, scenario_.setup.global_batch(), candidates, goal);
 }
@@ -142,10 +142,10 @@ bool Controller::exportReport(const QString& path, double tokens, double deadlin
         if (error) *error = "the scenario is not valid: " + errors_;
         return false;
     }
-    const std::string html = cli::report_html(sizingReport(tokens, deadline_days));
+    const std::string html = app::report_html(sizingReport(tokens, deadline_days));
     std::string why;
     if (!path.endsWith(".pdf", Qt::CaseInsensitive)) {
-        if (!cli::write_file_atomically(path.toStdString(), html, why)) {
+        if (!app::write_file_atomically(path.toStdString(), html, why)) {
             if (error) *error = QString::fromStdString(why);
             return false;
         }

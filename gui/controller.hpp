@@ -10,7 +10,7 @@
 #include <map>
 #include <optional>
 
-#include "presets.hpp"
+#include "trainplan/app/presets.hpp"
 #include "trainplan/advisor.hpp"
 #include "trainplan/io.hpp"
 #include "trainplan/sizing.hpp"
@@ -25,10 +25,10 @@ public:
     std::optional<TextSource> find(PresetKind kind, std::string_view name) override;
     std::vector<std::string> names(PresetKind kind) override;
     std::optional<TextSource> read_file(const std::string& path, std::string& why) override { return files_.read_file(path, why); }
-    cli::FilePresets& files() { return files_; }
+    app::FilePresets& files() { return files_; }
 
 private:
-    cli::FilePresets files_;
+    app::FilePresets files_;
     std::map<std::pair<int, std::string>, std::optional<TextSource>> cache_;
     std::map<int, std::vector<std::string>> names_;
 };

@@ -29,7 +29,7 @@
 #include <QVBoxLayout>
 
 #include "charts.hpp"
-#include "output.hpp"
+#include "trainplan/app/format.hpp"
 #include "trainplan/search.hpp"
 #include "trainplan/units.hpp"
 
@@ -514,7 +514,7 @@ void MainWindow::showResults() {
                     .arg(te.cost.gpu_hours, 0, 'f', 0)
                     .arg(te.cost.energy_kwh / 1e3, 0, 'f', 1) +
                 (te.cost.rent_cost_usd > 0 ? QString(", $%1 rented").arg(te.cost.rent_cost_usd, 0, 'f', 0) : QString());
-    text += "<br><i>" + QString::fromStdString(cli::describe_setup(s)).toHtmlEscaped() + "</i>";
+    text += "<br><i>" + QString::fromStdString(app::describe_setup(s)).toHtmlEscaped() + "</i>";
     metrics_->setText(text);
 }
 

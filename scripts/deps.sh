@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ libeigen3-dev libcli11-dev libtomlplusplus-dev libfmt-dev nlohmann-json3-dev catch2)
 # Fuzzing and sanitizers for the test command (clang brings libFuzzer).
 if [ "${TRAINPLAN_DEV:-1}" = 1 ]; then pkgs+=(clang libclang-rt-14-dev); fi
-if [ "${TRAINPLAN_GUI:-1}" = 1 ]; then pkgs+=(qt6-base-dev qt6-charts-dev qt6-svg-dev); fi
+if [ "${TRAINPLAN_GUI:-1}" = 1 ]; then pkgs+=(qt6-base-dev libqt6opengl6-dev qt6-charts-dev qt6-svg-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

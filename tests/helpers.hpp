@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "app.hpp"
-#include "presets.hpp"
+#include "trainplan/app/presets.hpp"
 #include "trainplan/io.hpp"
 #include "trainplan/memory.hpp"
 
 namespace tp_test {
 
-inline trainplan::cli::FilePresets& presets() {
-    static trainplan::cli::FilePresets p({TRAINPLAN_SOURCE_DIR});
+inline trainplan::app::FilePresets& presets() {
+    static trainplan::app::FilePresets p({TRAINPLAN_SOURCE_DIR});
     return p;
 }
 

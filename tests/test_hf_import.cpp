@@ -14,7 +14,7 @@ TEST_CASE("config.json of several families gives the published parameter counts"
     }));
     CAPTURE(file);
     std::string text, why;
-    REQUIRE(trainplan::cli::read_text_file(tp_test::data("hf/" + file), text, why));
+    REQUIRE(trainplan::app::read_text_file(tp_test::data("hf/" + file), text, why));
     auto m = parse_hf_config(text, file, file);
     REQUIRE(m);
     CHECK(count_params(*m).total == expected);

@@ -41,7 +41,7 @@ QString gb(double bytes) { return QString("%1 GB").arg(bytes / units::GB, 0, 'f'
 
 // The same scenario through core directly.
 MemoryBreakdown core_memory(const ScenarioInput& in) {
-    cli::FilePresets p({TRAINPLAN_SOURCE_DIR});
+    app::FilePresets p({TRAINPLAN_SOURCE_DIR});
     auto s = resolve_scenario(in, p);
     if (!s) qFatal("%s", s.error().message().c_str());
     return estimate_memory(*s).peak();

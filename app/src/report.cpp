@@ -1,4 +1,4 @@
-#include "report.hpp"
+#include "trainplan/app/report.hpp"
 
 #include <fmt/format.h>
 
@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "output.hpp"
+#include "trainplan/app/format.hpp"
 #include "trainplan/units.hpp"
 
-namespace trainplan::cli {
+namespace trainplan::app {
 
 namespace {
 
@@ -338,4 +338,4 @@ bool write_pdf_atomically(const std::string& path, const std::string& html, std:
     return commit_temporary(tmp_pdf, path, why);
 }
 
-}  // namespace trainplan::cli
+}  // namespace trainplan::app

@@ -6,7 +6,7 @@
 
 #include "trainplan/sizing.hpp"
 
-namespace trainplan::cli {
+namespace trainplan::app {
 
 std::string report_markdown(const SizingReport& r);
 std::string report_html(const SizingReport& r);
@@ -22,4 +22,4 @@ bool write_file_atomically(const std::string& path, const std::string& text, std
 // (Debian: apt install chromium), into a temporary file that is renamed into place.
 bool write_pdf_atomically(const std::string& path, const std::string& html, std::string& why);
 
-}  // namespace trainplan::cli
+}  // namespace trainplan::app

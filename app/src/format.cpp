@@ -1,10 +1,10 @@
-#include "output.hpp"
+#include "trainplan/app/format.hpp"
 
 #include <fmt/format.h>
 
 #include "trainplan/units.hpp"
 
-namespace trainplan::cli {
+namespace trainplan::app {
 
 std::string gb(double bytes) {
     const double v = bytes / units::GB;
@@ -113,4 +113,4 @@ std::string command_line(const Scenario& s, const std::string& model_ref, const 
     return c;
 }
 
-}  // namespace trainplan::cli
+}  // namespace trainplan::app

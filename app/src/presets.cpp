@@ -1,4 +1,4 @@
-#include "presets.hpp"
+#include "trainplan/app/presets.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,7 +11,7 @@
 
 namespace fs = std::filesystem;
 
-namespace trainplan::cli {
+namespace trainplan::app {
 
 namespace {
 
@@ -99,4 +99,4 @@ std::optional<TextSource> FilePresets::read_file(const std::string& path, std::s
     return src;
 }
 
-}  // namespace trainplan::cli
+}  // namespace trainplan::app

@@ -7,7 +7,7 @@
 
 #include "trainplan/io.hpp"
 
-namespace trainplan::cli {
+namespace trainplan::app {
 
 class FilePresets final : public PresetLookup {
 public:
@@ -28,4 +28,4 @@ private:
 // Reads a whole file; false with a reason on failure.
 bool read_text_file(const std::string& path, std::string& text, std::string& why);
 
-}  // namespace trainplan::cli
+}  // namespace trainplan::app

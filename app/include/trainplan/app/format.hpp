@@ -9,7 +9,7 @@
 #include "trainplan/fit.hpp"
 #include "trainplan/memory.hpp"
 
-namespace trainplan::cli {
+namespace trainplan::app {
 
 // "13.48 GB" (decimal; the unit users compare with vendor figures).
 std::string gb(double bytes);
@@ -25,4 +25,4 @@ nlohmann::json scenario_json(const Scenario& s);
 // The `trainplan fit` command line that reproduces a scenario.
 std::string command_line(const Scenario& s, const std::string& model_ref, const std::string& command = "fit");
 
-}  // namespace trainplan::cli
+}  // namespace trainplan::app

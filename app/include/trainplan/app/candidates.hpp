@@ -1,0 +1,22 @@
+// Candidate hardware the front ends offer (read from the preset files).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainplan/advisor.hpp"
+#include "trainplan/io.hpp"
+#include "trainplan/sizing.hpp"
+
+namespace trainplan::app {
+
+// The cluster a sizing candidate GPU comes in (its 8-GPU node preset if there is
+// one, else 8 per node on its own links) and the default candidates: every GPU
+// preset with a price (or a rent/price given in the goal).
+Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& gpu_id);
+std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal);
+
+// Hardware alternatives advise may propose for a scenario (links the GPU can use, other GPUs).
+AdviceContext advice_context(PresetLookup& presets, const Scenario& s);
+
+}  // namespace trainplan::app

@@ -1,0 +1,80 @@
+// Candidate hardware the front ends offer: the cluster a sizing candidate GPU
+// comes in, the priced GPU presets, and the hardware alternatives advise may propose.
+#include "trainplan/app/candidates.hpp"
+
+#include <algorithm>
+
+namespace trainplan::app {
+
+// The cluster a candidate GPU comes in: its node preset if one exists (8-GPU
+// boxes preferred), else 8 per node on its own NVLink or PCIe and the default fabric.
+Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& id) {
+    auto g = load_gpu(presets, id, "--candidates");
+    if (!g) return g.error();
+    ScenarioInput in;
+    in.model = "7b";
+    in.gpu = id;
+    for (const auto& name : presets.names(PresetKind::Node)) {
+        auto src = presets.find(PresetKind::Node, name);
+        if (!src) continue;
+        auto n = parse_node_toml(src->text, src->filename, name);
+        if (n && n->gpu == id && (!in.node || n->gpus_per_node == 8)) in.node = name;
+    }
+    in.gpus = in.node ? std::optional<int>() : std::optional<int>(8);
+    auto s = resolve_scenario(in, presets);
+    if (!s) return s.error();
+    ClusterSpec c = s->cluster;
+    if (c.inter_node.id.empty()) {
+        const std::string arch = c.gpu.architecture;
+        auto l = load_link(presets, (arch == "hopper" || arch == "blackwell") ? "ib-ndr" : c.gpu.consumer ? "eth-100g" : "ib-hdr", "inter_node");
+        if (l) c.inter_node = *l;
+    }
+    return c;
+}
+
+std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal) {
+    std::vector<std::string> ids;
+    for (const auto& name : presets.names(PresetKind::Gpu)) {
+        auto src = presets.find(PresetKind::Gpu, name);
+        if (!src) continue;
+        auto g = parse_gpu_toml(src->text, src->filename, name);
+        if (g && (g->price_usd > 0 || goal.price_usd_per_gpu.count(name) || goal.rent_usd_per_gpu_hour.count(name)))
+            ids.push_back(name);
+    }
+    return ids;
+}
+
+AdviceContext advice_context(PresetLookup& presets, const Scenario& s) {
+    AdviceContext ctx;
+    auto link = [&](const std::string& id) -> std::optional<LinkSpec> {
+        auto l = load_link(presets, id, "link");
+        if (l) return *l;
+        return std::nullopt;
+    };
+    // Links this GPU can use: its own NVLink, and PCIe at full width (with P2P
+    // where the card allows it).
+    const GpuSpec& g = s.cluster.gpu;
+    std::vector<std::string> intra;
+    if (!g.nvlink.empty()) intra.push_back(g.nvlink);
+    const int gen = g.pcie_gen > 0 ? std::min(g.pcie_gen, 5) : 4;
+    intra.push_back("pcie" + std::to_string(gen) + "-x16" + (g.p2p ? "" : "-nop2p"));
+    for (const auto& id : intra)
+        if (auto l = link(id)) ctx.intra_links.push_back(*l);
+    for (const char* id : {"ib-hdr", "ib-ndr", "roce-400g"})
+        if (auto l = link(id)) ctx.inter_links.push_back(*l);
+    // Alternatives: NVLink-capable cards of the same class for consumer boxes,
+    // and the data-centre parts.
+    std::vector<std::string> alts = {"a100-sxm-80gb", "h100-sxm"};
+    if (g.consumer || g.memory_gb_marketed <= 48) alts.insert(alts.begin(), {"rtx-3090", "rtx-a6000"});
+    for (const auto& id : alts) {
+        auto gg = load_gpu(presets, id, "gpu");
+        if (!gg) continue;
+        std::optional<LinkSpec> l = gg->nvlink.empty() ? link("pcie4-x16") : link(gg->nvlink);
+        if (gg->id == "a100-sxm-80gb") l = link("nvswitch-a100");
+        if (gg->id == "h100-sxm") l = link("nvswitch-h100");
+        if (l) ctx.gpus.push_back({*gg, *l});
+    }
+    return ctx;
+}
+
+}  // namespace trainplan::app
