@@ -25,7 +25,9 @@ struct ScenarioFlags {
         recompute, flash_attention, attention_kernel, schedule, lora_targets, quant, double_quant, paged_optimizer;
     std::optional<std::int64_t> lora_rank, zero, seq_len, micro_batch, grad_accum, global_batch, tp, pp, dp, ep, vp;
     std::optional<double> lora_alpha, lora_dropout, framework_overhead_gib, fragmentation;
-    std::vector<std::string> extra_sections;  // scenario-file tables read elsewhere (goal files)
+    // Scenario-file tables read elsewhere: a validation case's [measured] (so `simulate
+    // --scenario validation/cases/X.toml` runs a case directly); goal files set their own.
+    std::vector<std::string> extra_sections{"measured"};
     bool sequence_parallel = false;
     bool tp_comm_overlap = false;
 };

@@ -6,6 +6,7 @@
 
 #include "helpers.hpp"
 #include "trainplan/search.hpp"
+#include "validation_cases.hpp"
 #include "trainplan/validation.hpp"
 
 using namespace trainplan;
@@ -13,10 +14,7 @@ using namespace trainplan;
 namespace {
 
 std::vector<PublishedRun> runs() {
-    std::string why;
-    auto src = tp_test::presets().read_file(tp_test::data("published-throughput.toml"), why);
-    REQUIRE(src);
-    auto r = published_runs({*src}, tp_test::presets());
+    auto r = published_runs(tp_test::validation_cases(), tp_test::presets());
     REQUIRE(r);
     return *r;
 }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "trainplan/fit.hpp"
 #include "trainplan/time.hpp"
@@ -17,175 +19,256 @@ bool ValidationReport::within_bounds() const {
     return mem && thr && verdicts_failed == 0;
 }
 
+const std::vector<std::string>& validation_stacks() {
+    // The training stacks whose conventions differ (issue 11): loss implementation,
+    // norm precision, fused element-wise ops, attention kernel, allocator.
+    static const std::vector<std::string> v{"hf-peft",        "unsloth",   "litgpt",      "torchtitan", "torchtune",
+                                            "deepspeed",      "megatron-lm", "megatron-core", "megatron-deepspeed", "nemo",
+                                            "mosaic-composer", "colossalai", "metaseq",   "jax",        "generic-eager", "other"};
+    return v;
+}
+
+const std::vector<std::string>& validation_regimes() {
+    // Issue 11's eleven regimes, then the layouts the reference collection covers.
+    static const std::vector<std::string> v{"loss-memory",  "sharded-dp", "context-parallel", "checkpointing",
+                                            "fp8",          "qlora",      "consumer-rig",     "pipeline",
+                                            "hardware",     "lora-mfu",   "allocator",        "3d-parallel",
+                                            "data-parallel", "single-gpu"};
+    return v;
+}
+
 namespace {
 
-std::string str(const toml::table& c, const char* k) { return c[k].value_or(std::string()); }
-bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
-
-std::string gpu_preset(const std::string& t) {
-    if (contains(t, "A100-SXM4-40GB")) return "a100-sxm-40gb";
-    if (contains(t, "A100-SXM4-80GB") || contains(t, "A100-80GB")) return "a100-sxm-80gb";
-    if (contains(t, "H100")) return "h100-sxm";
-    if (contains(t, "24GB")) return "rtx-4090";
-    if (contains(t, "48GB")) return "rtx-a6000";
-    if (t == "V100") return "v100-sxm2-32gb";
+struct MetricName {
+    const char* name;
+    CaseMetric metric;
+    const char* kind;
+};
+constexpr MetricName kMetrics[] = {
+    {"peak_memory", CaseMetric::PeakMemory, "memory"},
+    {"out_of_memory", CaseMetric::OutOfMemory, "memory"},
+    {"fits_under", CaseMetric::FitsUnder, "memory"},
+    {"step_time", CaseMetric::StepTime, "throughput"},
+    {"layer_time", CaseMetric::LayerTime, "throughput"},
+    {"tokens_per_s_per_gpu", CaseMetric::TokensPerSPerGpu, "throughput"},
+    {"tokens_per_s", CaseMetric::TokensPerS, "throughput"},
+    {"tflops_per_gpu", CaseMetric::TflopsPerGpu, "throughput"},
+    {"mfu", CaseMetric::Mfu, "throughput"},
+    {"hfu", CaseMetric::Hfu, "throughput"},
+};
+// The unit each metric's value is written in.
+const char* metric_unit(CaseMetric m) {
+    switch (m) {
+        case CaseMetric::PeakMemory:
+        case CaseMetric::OutOfMemory:
+        case CaseMetric::FitsUnder: return "GB";
+        case CaseMetric::StepTime: return "s";
+        case CaseMetric::LayerTime: return "ms";
+        case CaseMetric::TokensPerSPerGpu:
+        case CaseMetric::TokensPerS: return "tok/s";
+        case CaseMetric::TflopsPerGpu: return "TFLOP/s";
+        case CaseMetric::Mfu:
+        case CaseMetric::Hfu: return "%";
+    }
     return "";
 }
 
-// The model a case describes: a named preset when the case maps to one,
-// otherwise the architecture fields the case carries.
-std::optional<ModelSpec> case_model(const toml::table& c, PresetLookup& lookup, std::string& why) {
-    if (auto preset = c["preset"].value<std::string>()) {
-        auto m = load_model(lookup, *preset, "preset");
-        if (m) return *m;
-        why = m.error().message();
-        return std::nullopt;
-    }
-    if (!c["n_layers"] || !c["hidden_size"] || !c["n_heads"]) {
-        why = "architecture not given";
-        return std::nullopt;
-    }
-    ModelSpec m;
-    m.id = str(c, "id");
-    m.name = str(c, "model_name");
-    m.num_layers = c["n_layers"].value_or(0);
-    m.hidden = c["hidden_size"].value_or(0);
-    m.num_heads = c["n_heads"].value_or(0);
-    m.num_kv_heads = c["n_kv_heads"].value_or(m.num_heads);
-    m.head_dim = m.hidden / std::max<std::int64_t>(1, m.num_heads);
-    m.ffn = c["ffn_hidden_size"].value_or(4 * m.hidden);
-    m.vocab = c["vocab_size"].value_or(std::int64_t{51200});
-    m.max_seq_len = c["seq_len"].value_or(std::int64_t{2048});
-    const std::string fam = str(c, "arch_family");
-    if (contains(fam, "llama")) {
-        m.activation = Activation::SwiGLU;
-        m.norm = NormKind::RMSNorm;
-        m.position = PositionKind::RoPE;
-    } else {
-        // GPT-style (Megatron GPT, MPT, BLOOM): LayerNorm with bias, GELU, biases.
-        m.activation = Activation::GELU;
-        m.norm = NormKind::LayerNorm;
-        m.norm_bias = true;
-        m.qkv_bias = m.out_bias = m.mlp_bias = true;
-        m.position = contains(fam, "bloom") ? PositionKind::ALiBi : PositionKind::Learned;
-        m.embedding_norm = contains(fam, "bloom");
-        m.tied_embeddings = true;  // Megatron shares input and output embeddings; MPT and BLOOM tie them
-        // Megatron GPT and BLOOM trained with dropout 0.1; MPT with 0.
-        m.dropout = contains(fam, "mpt") ? 0.0 : 0.1;
-    }
-    if (c["tied_embeddings"]) m.tied_embeddings = c["tied_embeddings"].value_or(true);
-    return m;
+struct FormulaName {
+    const char* name;
+    FlopFormula formula;
+};
+constexpr FormulaName kFormulas[] = {{"6N+12Lhs", FlopFormula::PaLM},
+                                     {"6P+12Lhs", FlopFormula::StatedParams},
+                                     {"6P", FlopFormula::StatedParams6},
+                                     {"megatron-eq3", FlopFormula::MegatronEq3}};
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+    return s;
 }
 
-struct Built {
-    Scenario s;
-    std::string assumptions;
+// Typed reads from the [measured] table; a missing key is reported at the
+// table's header line, a bad value at its own line.
+class MeasuredReader {
+public:
+    MeasuredReader(const toml::table& t, std::string file, std::vector<Diagnostic>& errs) : t_(t), file_(std::move(file)), errs_(errs) {}
+
+    void error_at(const toml::node* n, const std::string& key, const std::string& msg) {
+        const auto& src = n ? n->source() : t_.source();
+        errs_.push_back({file_, static_cast<int>(src.begin.line), static_cast<int>(src.begin.column), key, msg});
+    }
+    void error(const std::string& key, const std::string& msg) { error_at(t_.get(key), key, msg); }
+
+    std::optional<std::string> string(const std::string& key, bool required) {
+        known_.insert(key);
+        const toml::node* n = t_.get(key);
+        if (!n) {
+            if (required) error_at(nullptr, key, "missing required key \"" + key + "\" in [measured]");
+            return std::nullopt;
+        }
+        if (auto s = n->value_exact<std::string>(); s && !s->empty()) return *s;
+        error_at(n, key, key + " must be a non-empty string");
+        return std::nullopt;
+    }
+    std::optional<double> number(const std::string& key, bool required) {
+        known_.insert(key);
+        const toml::node* n = t_.get(key);
+        if (!n) {
+            if (required) error_at(nullptr, key, "missing required key \"" + key + "\" in [measured]");
+            return std::nullopt;
+        }
+        std::optional<double> v;
+        if (auto d = n->value_exact<double>()) v = *d;
+        else if (auto i = n->value_exact<std::int64_t>()) v = static_cast<double>(*i);
+        if (!v || !std::isfinite(*v) || *v <= 0) {
+            error_at(n, key, key + " must be a positive number");
+            return std::nullopt;
+        }
+        return v;
+    }
+    std::vector<std::string> strings(const std::string& key, bool required) {
+        known_.insert(key);
+        std::vector<std::string> out;
+        const toml::node* n = t_.get(key);
+        if (!n) {
+            if (required) error_at(nullptr, key, "missing required key \"" + key + "\" in [measured]");
+            return out;
+        }
+        const toml::array* a = n->as_array();
+        if (a)
+            for (const toml::node& e : *a)
+                if (auto s = e.value_exact<std::string>()) out.push_back(*s);
+        if (!a || out.size() != a->size() || (required && out.empty())) error_at(n, key, key + " must be a non-empty array of strings");
+        return out;
+    }
+    void ignore(const std::string& key) { known_.insert(key); }
+    void finish() {
+        for (const auto& [k, node] : t_) {
+            const std::string key(k.str());
+            if (!known_.count(key)) error_at(&node, key, "unknown key \"" + key + "\" in [measured]");
+        }
+    }
+
+private:
+    const toml::table& t_;
+    std::string file_;
+    std::vector<Diagnostic>& errs_;
+    std::set<std::string> known_;
 };
 
-std::optional<Built> case_scenario(const toml::table& c, PresetLookup& lookup, std::string& why) {
-    const std::string id = str(c, "id");
-    const std::string gpu = gpu_preset(str(c, "gpu_type"));
-    if (gpu.empty()) { why = "no preset for GPU \"" + str(c, "gpu_type") + "\""; return std::nullopt; }
-    if (c["cp"].value_or(1) > 1) { why = "context parallelism (cp > 1) is not modeled yet"; return std::nullopt; }
-    auto m = case_model(c, lookup, why);
-    if (!m) return std::nullopt;
-    if (!c["num_gpus"]) { why = "GPU count not given"; return std::nullopt; }
-    Built b;
-    Scenario& s = b.s;
-    s.model = *m;
-    auto g = load_gpu(lookup, gpu, "gpu");
-    if (!g) { why = g.error().message(); return std::nullopt; }
-    s.cluster.gpu = *g;
-    const int gpus = c["num_gpus"].value_or(1);
-    s.cluster.num_gpus = gpus;
-    s.cluster.gpus_per_node = std::min(gpus, static_cast<int>(c["gpus_per_node"].value_or(8)));
-    // Interconnects: DGX A100 (Selene) = NVSwitch + 8 x HDR; MPT A100 = 8 x 200G
-    // RoCE (1600 Gbps); H100 = DGX H100 (NVSwitch + 8 x NDR) where unstated;
-    // BLOOM (Jean Zay) = 4 x 100 Gb/s Omni-Path per node.
-    const std::string inter_text = str(c, "inter_node_interconnect");
-    std::string intra = contains(gpu, "h100") ? "nvswitch-h100" : "nvswitch-a100";
-    std::string inter = contains(gpu, "h100") ? "ib-ndr" : "ib-hdr";
-    int nics = 8;
-    if (contains(inter_text, "RoCE")) inter = "roce-200g";
-    if (contains(inter_text, "Omni-Path")) { inter = "ib-edr"; nics = 4; }
-    if (contains(gpu, "h100") && !c["inter_node_interconnect"]) b.assumptions += "DGX H100 interconnect assumed; ";
-    auto li = load_link(lookup, intra, "intra_node");
-    auto le = load_link(lookup, inter, "inter_node");
-    if (!li || !le) { why = "link presets missing"; return std::nullopt; }
-    s.cluster.intra_node = *li;
-    s.cluster.inter_node = *le;
-    s.cluster.nics_per_node = nics;
+std::string file_stem(const std::string& path) {
+    std::string s = path.substr(path.find_last_of("/\\") + 1);
+    if (auto dot = s.rfind('.'); dot != std::string::npos) s.resize(dot);
+    return s;
+}
 
-    TrainingSetup& t = s.setup;
-    t.seq_len = c["seq_len"].value_or(std::int64_t{2048});
-    const std::string prec = str(c, "precision");
-    t.precision = contains(prec, "fp8") ? Precision::FP8Mixed
-                  : contains(prec, "bf16-true") || contains(prec, "PURE") || contains(prec, "NF4") ? Precision::BF16
-                  : contains(prec, "bf16") || contains(prec, "BF16") ? Precision::BF16Mixed
-                  : Precision::FP16Mixed;
-    t.framework = contains(id, "megatron") || contains(id, "korthikanti") || contains(id, "bloom") || contains(id, "palm")
-                      ? Framework::Megatron : Framework::DeepSpeed;
-    if (contains(prec, "amp_")) t.framework = Framework::PyTorchAMP;
-    const std::string rec = str(c, "recompute");
-    t.recompute = rec.rfind("full", 0) == 0 ? Recompute::Full : rec.rfind("selective", 0) == 0 ? Recompute::Selective : Recompute::None;
-    if (!c["recompute"]) {
-        // A source whose FLOP count includes recompute (Megatron Eq. 3) ran it.
-        if (contains(str(c, "notes"), "incl. recompute")) t.recompute = Recompute::Full;
-        else b.assumptions += "recompute not stated: none assumed; ";
+// One case file: its scenario sections (through the scenario parser) and [measured].
+std::optional<ValidationCase> load_case(const TextSource& f, std::vector<Diagnostic>& errs) {
+    toml::table doc;
+    try {
+        doc = toml::parse(f.text, f.filename);
+    } catch (const toml::parse_error& e) {
+        errs.push_back({f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
+                        "invalid TOML: " + std::string(e.description())});
+        return std::nullopt;
     }
-    // FlashAttention arrived in 2022: the Megatron 2021, Korthikanti and BLOOM runs
-    // used fused eager softmax attention; MPT and the H100 runs use flash kernels.
-    t.flash_attention = !(contains(id, "megatron2021") || contains(id, "korthikanti") || contains(id, "bloom") || contains(id, "palm"));
-    // llm-foundry's benchmarks at the cited commit ran mosaicml/pytorch:1.13.1 with
-    // attn_impl = 'flash', i.e. FlashAttention v1 (submit_benchmarks.py).
-    if (contains(id, "mpt_")) t.attention_kernel = AttentionKernel::Flash1;
-    // Megatron-Core on H100 uses Transformer Engine's cuDNN fused attention.
-    if (contains(id, "megatron_readme_h100") || contains(id, "megatron_examples")) t.attention_kernel = AttentionKernel::Flash3;
-    // Korthikanti Table 4 rows name their recompute and SP setting in the id.
-    if (contains(id, "_layer_")) {
-        t.recompute = contains(id, "full_recompute") ? Recompute::Full : contains(id, "selective") ? Recompute::Selective : Recompute::None;
-        b.assumptions.clear();
+    const toml::table* m = doc["measured"].as_table();
+    if (!m) {
+        errs.push_back({f.filename, 1, 1, "measured", "missing required table [measured] (metric, value, unit, source, ...)"});
+        return std::nullopt;
     }
-    t.zero_stage = c["zero_stage"].value_or(0);
-    if (c["fsdp"].value_or(false)) t.zero_stage = 3;
-    if (contains(str(c, "optimizer"), "distributed optimizer")) t.zero_stage = std::max(t.zero_stage, 1);
-    ParallelLayout& p = t.layout;
-    p.tp = c["tp"].value_or(1);
-    p.pp = c["pp"].value_or(1);
-    p.vp = c["vp"].value_or(1);
-    if (p.vp > 1) p.schedule = Schedule::Interleaved;
-    p.sequence_parallel = c["sp"].value_or(false);
-    if (contains(id, "korthikanti") && (contains(id, "sp_selective") || contains(id, "sequence"))) p.sequence_parallel = true;
-    p.dp = c["dp"].value_or(std::max(1, gpus / std::max(1, p.tp * p.pp)));
-    if (!c["tp"] && !c["pp"] && !c["dp"]) { why = "parallel layout not given"; return std::nullopt; }
-    if (!c["tp"] && !c["pp"] && c["dp"]) { why = "tensor / pipeline sizes not given"; return std::nullopt; }
-    if (contains(str(c, "notes"), "tp-comm-overlap")) t.tp_comm_overlap = true;
-    // Megatron-Core runs TP with sequence parallelism (its recommended setting;
-    // the README rows do not list it).
-    if ((contains(id, "megatron_readme") || contains(id, "megatron_examples")) && p.tp > 1 && !c["sp"]) {
-        p.sequence_parallel = true;
-        b.assumptions += "sequence parallel assumed with TP; ";
-    }
-    if (p.world() != gpus) { why = "tp x pp x dp does not match the GPU count"; return std::nullopt; }
-    t.micro_batch = c["micro_batch_size"].value_or(std::int64_t{1});
-    if (!c["micro_batch_size"]) b.assumptions += "micro-batch 1 assumed; ";
-    const std::int64_t gb = c["global_batch_size"].value_or(t.micro_batch * p.dp);
-    if (gb % (t.micro_batch * p.dp) != 0) { why = "global batch not divisible by micro-batch x dp"; return std::nullopt; }
-    t.grad_accum = std::max<std::int64_t>(1, gb / (t.micro_batch * p.dp));
-    auto v = validate(s);
-    if (!v.empty()) { why = "not a valid scenario: " + v.front().message; return std::nullopt; }
-    // Unstated recompute: the run fit in memory, so take the cheapest policy
-    // that fits (none, then selective, then full).
-    if (!c["recompute"] && !contains(str(c, "notes"), "incl. recompute") && !contains(id, "_layer_")) {
-        for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-            t.recompute = r;
-            if (estimate_memory(s).peak().fits()) break;
+    const size_t errors_before = errs.size();
+    ValidationCase c;
+    c.file = f.filename;
+    c.line = static_cast<int>(m->source().begin.line);
+    MeasuredReader r(*m, f.filename, errs);
+    c.id = r.string("id", true).value_or("");
+    if (!c.id.empty() && c.id != file_stem(f.filename))
+        r.error("id", "id = \"" + c.id + "\" must match the file name (" + file_stem(f.filename) + ".toml)");
+    c.kind = r.string("kind", true).value_or("");
+    if (!c.kind.empty() && c.kind != "memory" && c.kind != "throughput") r.error("kind", "kind = \"" + c.kind + "\" is not one of: memory, throughput");
+    c.metric_name = r.string("metric", true).value_or("");
+    bool metric_known = false;
+    for (const auto& mn : kMetrics)
+        if (c.metric_name == mn.name) {
+            c.metric = mn.metric;
+            metric_known = true;
+            if (!c.kind.empty() && c.kind != mn.kind)
+                r.error("metric", "metric = \"" + c.metric_name + "\" is a " + mn.kind + " metric but kind = \"" + c.kind + "\"");
         }
-        const std::string note = "recompute not stated: none assumed; ";
-        if (auto pos = b.assumptions.find(note); pos != std::string::npos)
-            b.assumptions.replace(pos, note.size(), std::string("recompute not stated: ") + to_string(t.recompute) + " (least that fits); ");
+    if (!c.metric_name.empty() && !metric_known) {
+        std::vector<std::string> names;
+        for (const auto& mn : kMetrics) names.emplace_back(mn.name);
+        r.error("metric", "metric = \"" + c.metric_name + "\" is not one of: " + join(names));
     }
-    return b;
+    c.value = r.number("value", metric_known && c.metric != CaseMetric::OutOfMemory);
+    c.unit = r.string("unit", true).value_or("");
+    if (metric_known && !c.unit.empty() && c.unit != metric_unit(c.metric))
+        r.error("unit", "unit = \"" + c.unit + "\" must be \"" + metric_unit(c.metric) + "\" for metric = \"" + c.metric_name + "\"");
+    const bool memory_metric = metric_known && c.metric == CaseMetric::PeakMemory;
+    if (auto conv = r.string("memory_convention", memory_metric)) {
+        if (*conv == "allocated") c.memory = MemoryConvention::Allocated;
+        else if (*conv == "reserved") c.memory = MemoryConvention::Reserved;
+        else if (*conv == "device") c.memory = MemoryConvention::Device;
+        else r.error("memory_convention", "memory_convention = \"" + *conv + "\" is not one of: allocated, reserved, device");
+    }
+    const bool flop_metric = metric_known && (c.metric == CaseMetric::TflopsPerGpu || c.metric == CaseMetric::Mfu);
+    if (auto ff = r.string("flop_formula", flop_metric)) {
+        bool ok = false;
+        for (const auto& fn : kFormulas)
+            if (*ff == fn.name) { c.flops = fn.formula; ok = true; }
+        if (!ok) r.error("flop_formula", "flop_formula = \"" + *ff + "\" is not one of: 6N+12Lhs, 6P+12Lhs, 6P, megatron-eq3");
+    }
+    c.params = r.number("params", c.flops == FlopFormula::StatedParams || c.flops == FlopFormula::StatedParams6);
+    c.peak_tflops = r.number("peak_tflops", false);
+    c.stack = r.string("stack", true).value_or("");
+    const auto& stacks = validation_stacks();
+    if (!c.stack.empty() && std::find(stacks.begin(), stacks.end(), c.stack) == stacks.end())
+        r.error("stack", "stack = \"" + c.stack + "\" is not one of: " + join(stacks));
+    c.regimes = r.strings("regimes", true);
+    const auto& regimes = validation_regimes();
+    for (const auto& g : c.regimes)
+        if (std::find(regimes.begin(), regimes.end(), g) == regimes.end())
+            r.error("regimes", "regime \"" + g + "\" is not one of: " + join(regimes));
+    c.source = r.string("source", true).value_or("");
+    c.source_locator = r.string("source_locator", true).value_or("");
+    c.confidence = r.string("confidence", false).value_or("");
+    c.collection = r.string("collection", true).value_or("");
+    if (!c.collection.empty() && c.collection != "reference" && c.collection != "grown")
+        r.error("collection", "collection = \"" + c.collection + "\" is not one of: reference, grown");
+    c.missing_mechanism = r.string("missing_mechanism", false).value_or("");
+    c.missing_input = r.string("missing_input", false).value_or("");
+    for (const char* k : {"missing_mechanism", "missing_input"}) {
+        const std::string& v = std::string(k) == "missing_mechanism" ? c.missing_mechanism : c.missing_input;
+        std::string lower = v;
+        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        if (lower.find("outlier") != std::string::npos) r.error(k, std::string(k) + " must name what is missing, not call the case an outlier");
+    }
+    if (m->contains("assumed")) c.assumed = r.strings("assumed", false);
+    r.string("notes", false);
+    r.ignore("as_published");  // the source's own fields, verbatim (provenance; never read)
+    r.finish();
+
+    const bool has_scenario = doc.contains("model") || doc.contains("hardware") || doc.contains("training") || doc.contains("parallel");
+    const bool left_out = !c.missing_mechanism.empty() || !c.missing_input.empty();
+    if (has_scenario) {
+        auto in = parse_scenario_toml(f.text, f.filename, {"measured"});
+        if (!in) {
+            for (const auto& d : in.error().diagnostics) errs.push_back(d);
+        } else {
+            c.scenario = *in;
+        }
+    }
+    if (!left_out) {
+        for (const char* sec : {"model", "hardware", "training"})
+            if (!doc.contains(sec))
+                errs.push_back({f.filename, c.line, 1, sec,
+                                std::string("case \"") + c.id + "\" has no [" + sec +
+                                    "]: a counted case is a complete scenario (or name its missing_mechanism / missing_input)"});
+    }
+    if (errs.size() != errors_before) return std::nullopt;
+    return c;
 }
 
 // Megatron-LM's FLOP count (Narayanan et al. 2021, Eq. 3), recompute included:
@@ -197,204 +280,225 @@ double megatron_eq3_flops(const Scenario& s) {
     return 96.0 * B * sq * l * h * h * (1.0 + sq / (6.0 * h) + V / (16.0 * l * h));
 }
 
-void throughput_row(const toml::table& c, PresetLookup& lookup, ValidationRow& row) {
-    const std::string id = row.id;
-    std::string why;
-    auto b = case_scenario(c, lookup, why);
-    if (!b) { row.note = why; return; }
-    const Scenario& s = b->s;
-    const TimeEstimate te = estimate_time(s);
-    row.note = b->assumptions;
-    const double gpus = s.cluster.num_gpus;
-    if (c["per_layer_fwd_bwd_ms"]) {
-        // One layer's forward + backward (+ recompute) with its TP collectives.
-        const double per_layer = (te.time.compute_s + te.time.tp_comm_s) / s.setup.grad_accum / s.model.num_layers;
-        row.metric = "layer fwd+bwd";
-        row.unit = "ms";
-        row.published = c["per_layer_fwd_bwd_ms"].value_or(0.0);
-        row.predicted = per_layer * 1e3;
-    } else if (c["iteration_time_s"]) {
-        row.metric = "iteration time";
-        row.unit = "s";
-        row.published = c["iteration_time_s"].value_or(0.0);
-        row.predicted = te.time.step_s;
-    } else if (contains(id, "megatron2021") && c["tflops_per_gpu"]) {
-        row.metric = "TFLOP/s per GPU (Megatron Eq. 3, recompute counted)";
-        row.unit = "TFLOP/s";
-        row.published = c["tflops_per_gpu"].value_or(0.0);
-        row.predicted = megatron_eq3_flops(s) / te.time.step_s / gpus / units::TFLOPS;
-    } else if (c["mfu_pct"]) {
-        row.metric = "MFU (6N + 12 L h s)";
-        row.unit = "%";
-        row.published = c["mfu_pct"].value_or(0.0);
-        row.predicted = 100.0 * te.throughput.mfu;
-        if (contains(id, "mpt")) {
-            // MPT counts 6 x all parameters (embeddings and learned positions included).
-            const double n = c["n_params"].value_or(0.0);
-            const double flops = 6.0 * n + 12.0 * s.model.num_layers * s.model.hidden * s.setup.seq_len;
-            row.predicted = 100.0 * flops * te.throughput.tokens_per_s / gpus / c["peak_tflops_assumed"].value_or(s.cluster.gpu.bf16_flops / 1e12) / 1e12;
-        }
-    } else if (c["tokens_per_s_per_gpu"]) {
-        row.metric = "tokens/s per GPU";
-        row.unit = "tok/s";
-        row.published = c["tokens_per_s_per_gpu"].value_or(0.0);
-        row.predicted = te.throughput.tokens_per_s / gpus;
-    } else {
-        row.note = "no comparable figure (relative or aggregate claim only)";
-        return;
+// Model FLOPs per token under a source's formula (each documented in FlopFormula).
+double flops_per_token(const ValidationCase& c, const Scenario& s, const TimeEstimate& te) {
+    const double attention = 12.0 * static_cast<double>(s.model.num_layers) * static_cast<double>(s.model.hidden) *
+                             static_cast<double>(s.setup.seq_len);
+    switch (c.flops) {
+        case FlopFormula::StatedParams: return 6.0 * c.params.value_or(0) + attention;
+        case FlopFormula::StatedParams6: return 6.0 * c.params.value_or(0);
+        case FlopFormula::MegatronEq3:
+            return megatron_eq3_flops(s) / (static_cast<double>(s.setup.global_batch()) * static_cast<double>(s.setup.seq_len));
+        case FlopFormula::PaLM:
+        case FlopFormula::None: break;
     }
-    if (row.published <= 0) { row.note = "no published figure"; return; }
+    return te.throughput.model_flops_per_token;
+}
+
+std::string metric_label(const ValidationCase& c) {
+    switch (c.metric) {
+        case CaseMetric::PeakMemory:
+            return c.memory == MemoryConvention::Allocated ? "peak allocated memory"
+                   : c.memory == MemoryConvention::Reserved ? "peak reserved memory"
+                                                            : "device memory";
+        case CaseMetric::OutOfMemory: return "out of memory";
+        case CaseMetric::FitsUnder: return "fits";
+        case CaseMetric::StepTime: return "iteration time";
+        case CaseMetric::LayerTime: return "layer fwd+bwd";
+        case CaseMetric::TokensPerSPerGpu: return "tokens/s per GPU";
+        case CaseMetric::TokensPerS: return "tokens/s";
+        case CaseMetric::TflopsPerGpu:
+            return c.flops == FlopFormula::MegatronEq3 ? "TFLOP/s per GPU (Megatron Eq. 3, recompute counted)"
+                                                       : "TFLOP/s per GPU (" + std::string(c.flops == FlopFormula::PaLM ? "6N + 12 L h s" : c.flops == FlopFormula::StatedParams ? "6P + 12 L h s" : "6P") + ")";
+        case CaseMetric::Mfu:
+            return c.flops == FlopFormula::PaLM ? "MFU (6N + 12 L h s)" : c.flops == FlopFormula::StatedParams ? "MFU (6P + 12 L h s)" : c.flops == FlopFormula::StatedParams6 ? "MFU (6P)" : "MFU (Megatron Eq. 3)";
+        case CaseMetric::Hfu: return "HFU (recompute counted)";
+    }
+    return "";
+}
+
+void evaluate(const ValidationCase& c, const Scenario& s, ValidationRow& row) {
+    row.metric = metric_label(c);
+    row.unit = c.unit;
+    const double published = c.value.value_or(0);
+    if (c.kind == "memory") {
+        if (c.metric == CaseMetric::FitsUnder) {
+            const FitReport fr = check_fit(s);
+            row.published = published;
+            row.predicted = fr.estimate.peak().total / units::GB;
+            row.verdict = true;
+            row.verdict_ok = fr.fits;
+            return;
+        }
+        const MemoryBreakdown mb = estimate_memory(s).peak();
+        if (c.metric == CaseMetric::OutOfMemory) {
+            row.published = mb.capacity / units::GB;
+            row.predicted = mb.total / units::GB;
+            row.verdict = true;
+            row.verdict_ok = !mb.fits();
+            return;
+        }
+        // Like with like: max_memory_allocated counts tensors only; reserved adds
+        // the caching allocator's slack; the device (nvidia-smi) adds the CUDA
+        // context and framework workspace too.
+        const double bytes = c.memory == MemoryConvention::Allocated  ? mb.allocated
+                             : c.memory == MemoryConvention::Reserved ? mb.allocated + mb.fragmentation
+                                                                      : mb.total;
+        row.published = published;
+        row.predicted = bytes / units::GB;
+    } else {
+        const TimeEstimate te = estimate_time(s);
+        const double gpus = s.cluster.num_gpus;
+        const double tokens_per_s = te.throughput.tokens_per_s;
+        const double peak_flops = c.peak_tflops ? *c.peak_tflops * units::TFLOPS : te.throughput.peak_flops;
+        row.published = published;
+        switch (c.metric) {
+            case CaseMetric::LayerTime:
+                row.predicted = (te.time.compute_s + te.time.tp_comm_s) / static_cast<double>(s.setup.grad_accum) /
+                                static_cast<double>(s.model.num_layers) * 1e3;
+                break;
+            case CaseMetric::StepTime: row.predicted = te.time.step_s; break;
+            case CaseMetric::TokensPerSPerGpu: row.predicted = tokens_per_s / gpus; break;
+            case CaseMetric::TokensPerS: row.predicted = tokens_per_s; break;
+            case CaseMetric::TflopsPerGpu: row.predicted = flops_per_token(c, s, te) * tokens_per_s / gpus / units::TFLOPS; break;
+            case CaseMetric::Mfu:
+                row.predicted = c.flops == FlopFormula::PaLM && !c.peak_tflops
+                                    ? 100.0 * te.throughput.mfu
+                                    : 100.0 * flops_per_token(c, s, te) * tokens_per_s / gpus / peak_flops;
+                break;
+            case CaseMetric::Hfu:
+                row.predicted = c.peak_tflops ? 100.0 * te.throughput.hardware_flops_per_token * tokens_per_s / gpus / peak_flops
+                                              : 100.0 * te.throughput.hfu;
+                break;
+            default: break;
+        }
+    }
     row.error = (row.predicted - row.published) / row.published;
     row.counted = true;
 }
 
-void memory_row(const toml::table& c, PresetLookup& lookup, ValidationRow& row) {
-    const std::string id = row.id;
-    if (str(c, "value_type") != "measured") { row.note = "exact analytic value (checked by the unit tests)"; return; }
-    std::string why;
-    if (!c["preset"]) { row.note = "model not among the presets (encoder-decoder or unstated architecture)"; return; }
-    if (!c["seq_len"]) { row.note = "sequence length not given"; return; }
-    // LitGPT 8641822 finetune/lora.py loads a full state dict into the FSDP model
-    // (fabric.load_raw), materializing the unsharded weights on every rank; its
-    // max_memory_allocated() spans that (13.48 + 6.74 GB for 7B on 2 GPUs; 26 + 13
-    // GB, beyond 40 GB, for 13B on 2: the reported OOM).
-    if (contains(id, "litgpt_a100_40g_lora_fsdp_")) {
-        row.note = "peak set by loading a full (unsharded) state dict on every rank, not by training";
-    } else if (contains(id, "litgpt") && contains(id, "_bnb_nf4")) {
-        row.note = "LitGPT bitsandbytes rows carry ~30 % more activation memory than the same runs in bf16; mechanism not identified";
-    }
-    auto m = case_model(c, lookup, why);
-    const std::string gpu = gpu_preset(str(c, "gpu_type"));
-    if (!m || gpu.empty()) { row.note = why.empty() ? "GPU not identified" : why; return; }
-    Scenario s;
-    s.model = *m;
-    auto g = load_gpu(lookup, gpu, "gpu");
-    if (!g) { row.note = g.error().message(); return; }
-    s.cluster.gpu = *g;
-    const int gpus = c["num_gpus"].value_or(1);
-    s.cluster.num_gpus = gpus;
-    s.cluster.gpus_per_node = gpus;
-    TrainingSetup& t = s.setup;
-    t.seq_len = c["seq_len"].value_or(std::int64_t{2048});
-    t.micro_batch = c["micro_batch_size"].value_or(std::int64_t{1});
-    t.grad_accum = c["grad_accum_steps"].value_or(std::int64_t{1});
-    t.layout.dp = gpus;
-    t.zero_stage = c["zero_stage"].value_or(0);
-    const std::string quant = str(c, "quantization");
-    const std::string prec = str(c, "precision");
-    t.precision = contains(prec, "bf16-true") || contains(prec, "NF4") ? Precision::BF16 : Precision::BF16Mixed;
-    if (c["lora_rank"]) {
-        t.method = contains(quant, "nf4") || contains(prec, "NF4") ? Method::QLoRA : Method::LoRA;
-        t.lora.rank = c["lora_rank"].value_or(8);
-        t.lora.alpha = c["lora_alpha"].value_or(16.0);
-        t.lora.targets = contains(str(c, "lora_targets"), "all") ? kLoraAll : (kLoraQ | kLoraV);
-        t.qlora.double_quant = contains(quant, "dq") || contains(quant, "double");
-    }
-    const std::string rec = str(c, "recompute");
-    t.recompute = rec.rfind("full", 0) == 0 ? Recompute::Full : Recompute::None;
-    t.flash_attention = true;  // PyTorch >= 2.0 scaled_dot_product_attention
-    const bool allocated_only = contains(str(c, "memory_unit"), "max_memory_allocated") || contains(str(c, "source"), "litgpt");
-    if (!validate(s).empty()) { row.note = "not a valid scenario: " + validate(s).front().message; return; }
-    if (auto gb = c["memory_per_gpu_gb"].value<double>()) {
-        if (allocated_only) {
-            t.framework_overhead_bytes = 0;
-            t.fragmentation_fraction = 0;
-        }
-        const MemoryBreakdown mb = estimate_memory(s).peak();
-        row.metric = allocated_only ? "peak allocated memory" : "device memory";
-        row.unit = "GB";
-        row.published = *gb;
-        row.predicted = (allocated_only ? mb.allocated : mb.total) / units::GB;
-        row.error = (row.predicted - row.published) / row.published;
-        row.counted = row.note.empty();
-    } else if (c["oom"].value_or(false)) {
-        const MemoryBreakdown mb = estimate_memory(s).peak();
-        row.metric = "out of memory";
-        row.unit = "GB";
-        row.predicted = mb.total / units::GB;
-        row.published = mb.capacity / units::GB;
-        row.verdict = row.note.empty();
-        row.verdict_ok = !mb.fits();
-    } else if (auto bound = c["memory_upper_bound_gb"].value<double>()) {
-        const FitReport fr = check_fit(s);
-        row.metric = "fits";
-        row.unit = "GB";
-        row.published = *bound;
-        row.predicted = fr.estimate.peak().total / units::GB;
-        row.verdict = true;
-        row.verdict_ok = fr.fits;
-    } else {
-        row.note = "no per-GPU figure";
-    }
-}
-
-ValidationStats stats(std::vector<double> e) {
+ValidationStats stats(const std::vector<double>& signed_errors) {
     ValidationStats s;
-    s.count = static_cast<int>(e.size());
-    if (e.empty()) return s;
+    s.count = static_cast<int>(signed_errors.size());
+    if (signed_errors.empty()) return s;
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        const size_t n = v.size();
+        return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    };
+    std::vector<double> e;
+    for (double x : signed_errors) e.push_back(std::fabs(x));
     std::sort(e.begin(), e.end());
     const size_t n = e.size();
-    s.median = n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
+    s.median = median(e);
     // Nearest-rank 90th percentile.
     s.p90 = e[static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n))) - 1];
     s.worst = e.back();
+    s.bias = median(signed_errors);
     return s;
 }
 
-// Calls `fn` on every [[case]] table of every file; the first file that is not
-// valid TOML or has no cases stops it with a diagnostic naming the file.
-template <class Fn>
-std::optional<Diagnostic> for_each_case(const std::vector<TextSource>& files, Fn fn) {
-    for (const TextSource& f : files) {
-        toml::table doc;
-        try {
-            doc = toml::parse(f.text, f.filename);
-        } catch (const toml::parse_error& e) {
-            return Diagnostic{f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
-                              "invalid TOML: " + std::string(e.description())};
+std::vector<ValidationGroup> group_by(const std::vector<ValidationRow>& rows, const std::vector<std::string>& order, bool by_regime) {
+    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> errs;
+    std::map<std::string, int> left;
+    for (const auto& r : rows) {
+        const std::vector<std::string> keys = by_regime ? r.regimes : std::vector<std::string>{r.stack};
+        for (const auto& k : keys) {
+            if (r.counted) (r.kind == "memory" ? errs[k].first : errs[k].second).push_back(r.error);
+            else if (!r.verdict) ++left[k];
         }
-        const toml::array* cases = doc["case"].as_array();
-        if (!cases) return Diagnostic{f.filename, 1, 1, "case", "no [[case]] entries"};
-        for (const toml::node& n : *cases)
-            if (const toml::table* c = n.as_table()) fn(*c);
     }
-    return std::nullopt;
+    std::vector<ValidationGroup> out;
+    for (const auto& name : order) {
+        if (!errs.count(name) && !left.count(name)) continue;
+        ValidationGroup g;
+        g.name = name;
+        g.memory = stats(errs[name].first);
+        g.throughput = stats(errs[name].second);
+        g.left_out = left.count(name) ? left[name] : 0;
+        out.push_back(g);
+    }
+    return out;
 }
 
 }  // namespace
 
+Result<std::vector<ValidationCase>> load_validation_cases(const std::vector<TextSource>& files) {
+    std::vector<Diagnostic> errs;
+    std::vector<ValidationCase> out;
+    std::map<std::string, std::string> seen;
+    for (const TextSource& f : files) {
+        auto c = load_case(f, errs);
+        if (!c) continue;
+        if (auto it = seen.find(c->id); it != seen.end()) {
+            errs.push_back({f.filename, c->line, 1, "id", "id = \"" + c->id + "\" is also the id of " + it->second});
+            continue;
+        }
+        seen[c->id] = f.filename;
+        out.push_back(std::move(*c));
+    }
+    if (!errs.empty()) return Error(errs);
+    return out;
+}
+
 Result<std::vector<PublishedRun>> published_runs(const std::vector<TextSource>& files, PresetLookup& lookup) {
+    auto cases = load_validation_cases(files);
+    if (!cases) return cases.error();
     std::vector<PublishedRun> out;
-    auto err = for_each_case(files, [&](const toml::table& c) {
-        if (str(c, "kind") == "memory") return;
-        std::string why;
-        if (auto b = case_scenario(c, lookup, why)) out.push_back({str(c, "id"), b->s});
-    });
-    if (err) return *err;
+    for (const ValidationCase& c : *cases) {
+        if (c.kind != "throughput" || !c.scenario || !c.missing_mechanism.empty()) continue;
+        if (auto s = resolve_scenario(*c.scenario, lookup)) out.push_back({c.id, *s});
+    }
     return out;
 }
 
 Result<ValidationReport> run_validation(const std::vector<TextSource>& files, PresetLookup& lookup) {
+    auto cases = load_validation_cases(files);
+    if (!cases) return cases.error();
     ValidationReport rep;
-    std::vector<double> mem, thr;
-    auto err = for_each_case(files, [&](const toml::table& c) {
+    std::vector<double> mem, thr, grown_mem, grown_thr;
+    for (const ValidationCase& c : *cases) {
         ValidationRow row;
-        row.id = str(c, "id");
-        row.source = str(c, "source");
-        const std::string kind = str(c, "kind");
-        row.kind = kind == "memory" ? "memory" : "throughput";
-        if (kind == "memory") memory_row(c, lookup, row);
-        else throughput_row(c, lookup, row);
-        if (row.counted) (row.kind == "memory" ? mem : thr).push_back(std::fabs(row.error));
+        row.id = c.id;
+        row.source = c.source;
+        row.kind = c.kind;
+        row.stack = c.stack;
+        row.regimes = c.regimes;
+        row.collection = c.collection;
+        row.missing_mechanism = c.missing_mechanism;
+        row.missing_input = c.missing_input;
+        row.metric = metric_label(c);
+        row.unit = c.unit;
+        row.published = c.value.value_or(0);
+        if (!c.missing_mechanism.empty() || !c.missing_input.empty()) {
+            // Left out; where the scenario is expressible the prediction is still
+            // shown, so implementing the mechanism shows how far it moves.
+            if (c.scenario)
+                if (auto s = resolve_scenario(*c.scenario, lookup)) evaluate(c, *s, row);
+            row.counted = row.verdict = false;
+            row.note = !c.missing_mechanism.empty() ? "missing mechanism: " + c.missing_mechanism : "missing input: " + c.missing_input;
+        } else if (auto s = resolve_scenario(*c.scenario, lookup); !s) {
+            row.note = "not a valid scenario: " + s.error().diagnostics.front().to_string();
+        } else {
+            evaluate(c, *s, row);
+            row.note = join(c.assumed, "; ");
+        }
+        if (row.counted) {
+            const bool grown = c.collection == "grown";
+            (row.kind == "memory" ? (grown ? grown_mem : mem) : (grown ? grown_thr : thr)).push_back(row.error);
+        }
         if (row.verdict) {
             ++rep.verdicts;
             if (!row.verdict_ok) ++rep.verdicts_failed;
         }
         rep.rows.push_back(std::move(row));
-    });
-    if (err) return *err;
+    }
     rep.memory = stats(mem);
     rep.throughput = stats(thr);
+    rep.grown_memory = stats(grown_mem);
+    rep.grown_throughput = stats(grown_thr);
+    rep.by_stack = group_by(rep.rows, validation_stacks(), false);
+    rep.by_regime = group_by(rep.rows, validation_regimes(), true);
     return rep;
 }
 
