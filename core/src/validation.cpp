@@ -163,29 +163,12 @@ std::string file_stem(const std::string& path) {
     return s;
 }
 
-// One case file: its scenario sections (through the scenario parser) and [measured].
-std::optional<ValidationCase> load_case(const TextSource& f, std::vector<Diagnostic>& errs) {
-    toml::table doc;
-    try {
-        doc = toml::parse(f.text, f.filename);
-    } catch (const toml::parse_error& e) {
-        errs.push_back({f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
-                        "invalid TOML: " + std::string(e.description())});
-        return std::nullopt;
-    }
-    const toml::table* m = doc["measured"].as_table();
-    if (!m) {
-        errs.push_back({f.filename, 1, 1, "measured", "missing required table [measured] (metric, value, unit, source, ...)"});
-        return std::nullopt;
-    }
-    const size_t errors_before = errs.size();
-    ValidationCase c;
-    c.file = f.filename;
-    c.line = static_cast<int>(m->source().begin.line);
-    MeasuredReader r(*m, f.filename, errs);
+// The [measured] table: what is compared, in which convention, from where.
+void read_measured(const toml::table& m, const std::string& file, ValidationCase& c, std::vector<Diagnostic>& errs) {
+    MeasuredReader r(m, file, errs);
     c.id = r.string("id", true).value_or("");
-    if (!c.id.empty() && c.id != file_stem(f.filename))
-        r.error("id", "id = \"" + c.id + "\" must match the file name (" + file_stem(f.filename) + ".toml)");
+    if (!c.id.empty() && c.id != file_stem(file))
+        r.error("id", "id = \"" + c.id + "\" must match the file name (" + file_stem(file) + ".toml)");
     c.kind = r.string("kind", true).value_or("");
     if (!c.kind.empty() && c.kind != "memory" && c.kind != "throughput") r.error("kind", "kind = \"" + c.kind + "\" is not one of: memory, throughput");
     c.metric_name = r.string("metric", true).value_or("");
@@ -239,17 +222,22 @@ std::optional<ValidationCase> load_case(const TextSource& f, std::vector<Diagnos
         r.error("collection", "collection = \"" + c.collection + "\" is not one of: reference, grown");
     c.missing_mechanism = r.string("missing_mechanism", false).value_or("");
     c.missing_input = r.string("missing_input", false).value_or("");
-    for (const char* k : {"missing_mechanism", "missing_input"}) {
-        const std::string& v = std::string(k) == "missing_mechanism" ? c.missing_mechanism : c.missing_input;
-        std::string lower = v;
+    // A left-out case names what is missing (design.md "Accuracy"), never "outlier".
+    const std::pair<const char*, const std::string*> reasons[] = {{"missing_mechanism", &c.missing_mechanism}, {"missing_input", &c.missing_input}};
+    for (const auto& [key, text] : reasons) {
+        std::string lower = *text;
         std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-        if (lower.find("outlier") != std::string::npos) r.error(k, std::string(k) + " must name what is missing, not call the case an outlier");
+        if (lower.find("outlier") != std::string::npos) r.error(key, std::string(key) + " must name what is missing, not call the case an outlier");
     }
-    if (m->contains("assumed")) c.assumed = r.strings("assumed", false);
+    if (m.contains("assumed")) c.assumed = r.strings("assumed", false);
     r.string("notes", false);
     r.ignore("as_published");  // the source's own fields, verbatim (provenance; never read)
     r.finish();
+}
 
+// The scenario sections, through the scenario parser. A counted case must be a
+// complete scenario; a left-out one may carry only the configuration the model can express.
+void read_scenario(const toml::table& doc, const TextSource& f, ValidationCase& c, std::vector<Diagnostic>& errs) {
     const bool has_scenario = doc.contains("model") || doc.contains("hardware") || doc.contains("training") || doc.contains("parallel");
     const bool left_out = !c.missing_mechanism.empty() || !c.missing_input.empty();
     if (has_scenario) {
@@ -267,6 +255,29 @@ std::optional<ValidationCase> load_case(const TextSource& f, std::vector<Diagnos
                                 std::string("case \"") + c.id + "\" has no [" + sec +
                                     "]: a counted case is a complete scenario (or name its missing_mechanism / missing_input)"});
     }
+}
+
+// One case file: its scenario sections (through the scenario parser) and [measured].
+std::optional<ValidationCase> load_case(const TextSource& f, std::vector<Diagnostic>& errs) {
+    toml::table doc;
+    try {
+        doc = toml::parse(f.text, f.filename);
+    } catch (const toml::parse_error& e) {
+        errs.push_back({f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
+                        "invalid TOML: " + std::string(e.description())});
+        return std::nullopt;
+    }
+    const toml::table* m = doc["measured"].as_table();
+    if (!m) {
+        errs.push_back({f.filename, 1, 1, "measured", "missing required table [measured] (metric, value, unit, source, ...)"});
+        return std::nullopt;
+    }
+    const size_t errors_before = errs.size();
+    ValidationCase c;
+    c.file = f.filename;
+    c.line = static_cast<int>(m->source().begin.line);
+    read_measured(*m, f.filename, c, errs);
+    read_scenario(doc, f, c, errs);
     if (errs.size() != errors_before) return std::nullopt;
     return c;
 }
