@@ -56,7 +56,7 @@ std::string top(const json& rep) { return rep["remedies"].at(0)["title"].get<std
 
 TEST_CASE("seed 000: 7B full fine-tune on a 24 GB card -- memory; LoRA/QLoRA or ZeRO-3 + offload first", "[advise][seeds]") {
     const json rep = advise({"llama-2-7b", "--gpu", "rtx-4090"});
-    CHECK(rep["diagnosis"]["bottleneck"] == "memory");
+    CHECK(rep["diagnosis"]["bottleneck"] == "memory capacity");
     const std::string first = top(rep);
     CHECK((first.rfind("LoRA", 0) == 0 || first.rfind("QLoRA", 0) == 0 || first.rfind("ZeRO-3", 0) == 0));
     bool lora = false, qlora = false, offload = false;
