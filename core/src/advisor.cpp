@@ -243,8 +243,8 @@ void hardware_remedies(Catalogue& c, const AdviceContext& ctx) {
 
 // `oom_bytes` > 0: the run was seen running out of memory at this model
 // estimate, so a remedy must need less.
-std::vector<Advice> evaluate(std::vector<Candidate> cands, Bottleneck diagnosed, bool base_fits, double oom_bytes, double base_tps,
-                             int max_remedies) {
+std::vector<Advice> evaluate(std::vector<Candidate> cands, Bottleneck diagnosed, bool starved_unquantified, bool base_fits,
+                             double oom_bytes, double base_tps, int max_remedies) {
     std::vector<Advice> groups[4];  // on the diagnosed bottleneck: same hardware, hardware; then the others
     for (Candidate& c : cands) {
         if (!validate(c.scenario).empty()) continue;  // the rules pre-check every remedy
@@ -258,6 +258,9 @@ std::vector<Advice> evaluate(std::vector<Candidate> cands, Bottleneck diagnosed,
         if (base_fits && a.speedup < 1.02) continue;
         a.scenario = std::move(c.scenario);
         const bool on_target = std::find(c.addresses.begin(), c.addresses.end(), diagnosed) != c.addresses.end();
+        // GPUs starved by an input pipeline the model cannot quantify gain nothing
+        // from faster compute: only what acts on the pipeline helps.
+        if (starved_unquantified && !on_target) continue;
         groups[(on_target ? 0 : 2) + (c.hardware ? 1 : 0)].push_back(std::move(a));
     }
     // Remedies for the diagnosed bottleneck first; within that, what the same
@@ -291,7 +294,9 @@ AdviceReport advise(const Scenario& s, const Observations& obs, const AdviceCont
     Catalogue cat{cur, {}};
     same_hardware_remedies(cat);
     hardware_remedies(cat, ctx);
-    rep.remedies = evaluate(std::move(cat.out), rep.diagnosis.bottleneck, rep.memory.fits() && !obs.oom, obs.oom ? rep.memory.total : 0,
+    const bool starved_unquantified =
+        rep.diagnosis.bottleneck == Bottleneck::DataPipeline && !(rep.time.time.data_s > BottleneckThresholds::kDataStall * rep.time.time.step_s);
+    rep.remedies = evaluate(std::move(cat.out), rep.diagnosis.bottleneck, starved_unquantified, rep.memory.fits() && !obs.oom, obs.oom ? rep.memory.total : 0,
                            rep.time.throughput.tokens_per_s, max_remedies);
     return rep;
 }

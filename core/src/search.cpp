@@ -120,7 +120,8 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                 for (std::int64_t mb = 1; mb <= space.max_micro_batch; mb *= 2) mbs.push_back(mb);
             }
             std::vector<int> zeros{base.setup.zero_stage};
-            if (space.vary_zero) zeros = dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
+            // One GPU shards nothing, but ZeRO-Offload (stage 2 + CPU optimizer) still applies.
+            if (space.vary_zero) zeros = dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 2};
             std::vector<Recompute> recs{base.setup.recompute};
             if (space.vary_recompute) recs = {Recompute::None, Recompute::Selective, Recompute::Full};
             std::vector<Offload> offs{base.setup.optimizer_offload};
