@@ -98,8 +98,8 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
                                   : "\nNo remedy among those tried makes it fit on this hardware.\n");
         return 0;
     }
-    out << (rep.memory.fits() ? "\nRemedies that help, each re-simulated (same hardware first, then what money buys; each by effect):\n"
-                              : "\nChanges that make it fit, each re-simulated (same hardware first, then what money buys; fastest first):\n");
+    out << (rep.memory.fits() ? "\nRemedies that help, each re-simulated (the diagnosed bottleneck first, same hardware before what money buys, by effect):\n"
+                              : "\nChanges that make it fit, each re-simulated (same hardware before what money buys, fastest first):\n");
     int i = 1;
     for (const auto& a : rep.remedies) {
         const std::string effect = a.fixes_memory ? "     fits" : fmt::format("{:>5.2f}x tokens/s", a.speedup);
