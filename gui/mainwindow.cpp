@@ -528,6 +528,8 @@ void MainWindow::showResults() {
                     .arg(te.cost.gpu_hours, 0, 'f', 0)
                     .arg(te.cost.energy_kwh / 1e3, 0, 'f', 1) +
                 (te.cost.rent_cost_usd > 0 ? QString(", $%1 rented").arg(te.cost.rent_cost_usd, 0, 'f', 0) : QString());
+    // The one bottleneck classifier (core diagnosis.hpp), as advise and size use it.
+    text += QString("<br>bottleneck: <b>%1</b> (the Advice tab explains it)").arg(to_string(classify(s, m, te.time)));
     text += "<br><i>" + QString::fromStdString(app::describe_setup(s)).toHtmlEscaped() + "</i>";
     metrics_->setText(text);
 }

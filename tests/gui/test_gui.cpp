@@ -83,6 +83,12 @@ private slots:
         // Throughput shown is core's.
         const TimeEstimate te = estimate_time(c.scenario());
         QVERIFY(child<QLabel>(w, "metricsLabel")->text().contains(QString("%1 tokens/s").arg(te.throughput.tokens_per_s, 0, 'f', 0)));
+        // The bottleneck shown is the one `advise` names for the same scenario.
+        const nlohmann::json adv = cli_json({"advise", "llama-2-7b", "--gpu", "rtx-4090", "--method", "qlora", "--precision", "bf16",
+                                             "--recompute", "full", "--json"});
+        QVERIFY2(child<QLabel>(w, "metricsLabel")->text().contains(
+                     QString("bottleneck: <b>%1</b>").arg(QString::fromStdString(adv["diagnosis"]["bottleneck"].get<std::string>()))),
+                 qPrintable(child<QLabel>(w, "metricsLabel")->text()));
     }
 
     // Issue 10 must-show: `fit llama-2-13b --gpu rtx-4090 --method qlora` gives the
