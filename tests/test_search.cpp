@@ -232,3 +232,25 @@ TEST_CASE("keep the global batch: more data-parallel GPUs shrink the accumulatio
     CHECK(s.cluster.num_nodes() == 4);
     CHECK_FALSE(set_data_parallel(s, 128, ch));  // 64 sequences cannot feed 128 replicas
 }
+
+TEST_CASE("the search tries every interleaving depth that splits the layers, not only powers of two", "[search][plan][issue12]") {
+    // Issue 12: `plan` missed layouts its own model rates better (interleave 12 at
+    // micro-batch 2). GPT-3 175B has 96 layers: with pp = 8 each stage holds 12, so
+    // v = 3, 6 and 12 are valid Megatron-LM schedules as well as 2 and 4. Whatever
+    // the search answers must be at least as good as such a layout evaluated
+    // directly: here tp 4, pp 8, v 6 (chunks of 2 layers), micro-batch 2.
+    const std::vector<std::string> common{"gpt3-175b", "--gpu", "a100-sxm-80gb", "--gpus", "512", "--gpus-per-node", "8",
+                                          "--global-batch", "1536", "--seq-len", "2048"};  // Megatron-LM Table 1 batch
+    auto direct_args = common;
+    direct_args.insert(direct_args.end(), {"--tp", "4", "--pp", "8", "--vp", "6", "--micro-batch", "2", "--zero", "1", "--sp"});
+    const auto direct = tp_test::cli_json("simulate", direct_args);
+    REQUIRE(direct["memory"]["fits"] == true);
+    REQUIRE(direct["parallel"]["vp"] == 6);
+    const double direct_tps = direct["throughput"]["tokens_per_s"].get<double>();
+    REQUIRE(direct_tps > 0);
+    auto plan_args = common;
+    plan_args.insert(plan_args.end(), {"--top", "3", "--threads", "2"});
+    const auto plan = tp_test::cli_json("plan", plan_args);
+    // With only v = 2 and 4 the best this search finds is below the v = 6 layout.
+    CHECK(plan["layouts"].at(0)["throughput"]["tokens_per_s"].get<double>() >= direct_tps * (1 - 1e-12));
+}

@@ -108,7 +108,8 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
             if (!space.vary_schedule) schedules = {{base.setup.layout.vp, base.setup.layout.schedule}};
             else if (pp > 1) {
                 schedules.push_back({1, Schedule::GPipe});
-                for (int v = 2; v <= space.max_vp; v *= 2) schedules.push_back({v, Schedule::Interleaved});
+                for (int v = 2; v <= space.max_vp; ++v)
+                    if (m.num_layers % (std::int64_t{pp} * v) == 0) schedules.push_back({v, Schedule::Interleaved});
             }
             std::vector<int> eps{space.vary_ep ? 1 : base.setup.layout.ep};
             if (m.is_moe() && space.vary_ep) eps = divisors(m.moe.num_experts);

@@ -19,7 +19,9 @@ struct SearchSpace {
     bool vary_tp = true, vary_pp = true, vary_sp = true, vary_ep = true;
     bool vary_micro_batch = true, vary_zero = true, vary_recompute = true, vary_offload = true, vary_schedule = true;
     bool allow_tp_across_nodes = false;
-    int max_vp = 4;
+    // Interleaved chunks per stage tried: every v in 2..max_vp that splits the
+    // layers evenly (Megatron-LM takes any such v, not only powers of two).
+    int max_vp = 16;
     std::int64_t max_micro_batch = 64;
 };
 
