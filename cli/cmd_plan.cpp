@@ -183,7 +183,9 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         out << "\nNo layout fits. Try more GPUs (--min-gpus), LoRA/QLoRA, or offload (trainplan fit shows the options).\n";
         return 1;
     }
-    out << fmt::format("\nBest layouts by {} (best configuration of each layout):\n", rank == RankBy::Cost ? "cost to train" : "throughput");
+    out << fmt::format("\nBest layouts by {} (best configuration of each layout); memory per GPU in GB (10^9 B) against a "
+                       "capacity of {} per GPU:\n",
+                       rank == RankBy::Cost ? "cost to train" : "throughput", gb(r.top.front().memory.capacity));
     out << fmt::format("{:>3}  {:<22} {:>9} {:>4} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "zero",
                        "recompute", "offl", "tokens/s", "MFU", "step", "mem/GPU", "time split compute/comm/bubble");
     int i = 1;

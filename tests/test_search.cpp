@@ -2,6 +2,7 @@
 // high; inverse queries agree with fit; determinism across thread counts.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <set>
 
 #include "helpers.hpp"
@@ -175,6 +176,13 @@ TEST_CASE("interleaved schedule: micro-batches per step must be a multiple of pp
     const auto p = tp_test::cli({"plan", "llama-2-70b", "--gpu", "h100-sxm", "--gpus", "64", "--gpus-per-node", "8", "--global-batch", "4",
                                  "--threads", "2"});
     CHECK(p.out.find("interleave-needs-microbatches") != std::string::npos);
+    // Units (issue 12: the header said GiB, the rows GB): the capacity is given in
+    // the rows' unit, 79.65 GiB = 85.52 GB for the H100 preset.
+    const auto pj = tp_test::cli_json("plan", {"llama-2-70b", "--gpu", "h100-sxm", "--gpus", "64", "--gpus-per-node", "8",
+                                               "--global-batch", "4", "--threads", "2"});
+    char cap[32];
+    std::snprintf(cap, sizeof cap, "capacity of %.2f GB per GPU", pj["layouts"].at(0)["memory"]["capacity_bytes"].get<double>() / 1e9);
+    CHECK(p.out.find(cap) != std::string::npos);
     // Llama-2-70B has 8 key/value heads: tp = 16, 32, 64 (the divisors of 64 above 8) are 3 rejections.
     CHECK(p.out.find("        3  tp-divides-kv-heads") != std::string::npos);
 }
