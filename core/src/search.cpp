@@ -140,13 +140,14 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                             wt.grad_accum = std::max<std::int64_t>(1, gb / (mb * dp));
                             if (broken(RuleStage::Batch)) continue;
                             for (int z : zeros)
-                                for (Recompute r : recs)
-                                    for (Offload o : offs) {
-                                        wt.zero_stage = z;
-                                        wt.optimizer_offload = o;
-                                        if (broken(RuleStage::Setup)) continue;
-                                        configs.push_back({tp, pp, v, ep, sp, sched, mb, z, r, o});
-                                    }
+                                for (Offload o : offs) {
+                                    // Setup rules do not read the recompute policy: one
+                                    // check covers (and counts) all its variants.
+                                    wt.zero_stage = z;
+                                    wt.optimizer_offload = o;
+                                    if (broken(RuleStage::Setup, static_cast<std::int64_t>(recs.size()))) continue;
+                                    for (Recompute r : recs) configs.push_back({tp, pp, v, ep, sp, sched, mb, z, r, o});
+                                }
                         }
                 }
             }
