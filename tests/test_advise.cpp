@@ -235,3 +235,16 @@ TEST_CASE("a run reported as training but modelled as not fitting: the disagreem
     CHECK(plain["diagnosis"]["disagrees"] == false);
     CHECK(plain["diagnosis"]["headline"].get<std::string>().rfind(std::string("Does not fit: needs ") + need + " per GPU", 0) == 0);
 }
+
+TEST_CASE("a different GPU does not inherit this card's thermal throttle", "[advise][issue12]") {
+    // Issue 12: the "different GPU" remedy kept the 85 % clock assumed for a card at 88 C.
+    const json rep = advise({"llama-2-7b", "--gpu", "rtx-4090", "--method", "qlora", "--gpu-temp", "88", "--remedies", "20"});
+    bool other = false;
+    for (const auto& r : rep["remedies"]) {
+        if (r["hardware"]["gpu"] == "rtx-4090") continue;
+        other = true;
+        CHECK(r["run"]["sustained_clock"].get<double>() == 1.0);
+    }
+    CHECK(other);
+    remedies_match_simulate(rep);
+}
