@@ -239,6 +239,7 @@ TEST_CASE("keep the global batch: more data-parallel GPUs shrink the accumulatio
     CHECK(s.setup.global_batch() == 64);
     CHECK(s.cluster.num_nodes() == 4);
     CHECK_FALSE(set_data_parallel(s, 128, ch));  // 64 sequences cannot feed 128 replicas
+    CHECK(ch.lines.front() == "gpus: 1 -> 32");  // two moves read as one change
 }
 
 TEST_CASE("the search tries every interleaving depth that splits the layers, not only powers of two", "[search][plan][issue12]") {

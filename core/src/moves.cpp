@@ -29,7 +29,9 @@ void Changes::note(const std::string& key, const std::string& from, const std::s
         if (l.rfind(prefix, 0) != 0) continue;
         // Keep the first "from": the chain reads as one change.
         const std::string first = l.substr(prefix.size(), l.find(" -> ") - prefix.size());
-        l = prefix + first + " -> " + to + extra;
+        // A note that itself describes a transition ("dp 8 -> 32") would now
+        // misread against the merged "from"; it is left out.
+        l = prefix + first + " -> " + to + (extra.find(" -> ") == std::string::npos ? extra : "");
         return;
     }
     lines.push_back(prefix + from + " -> " + to + extra);
