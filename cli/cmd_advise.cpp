@@ -72,6 +72,7 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
             j["extra_gpus"] = a.extra_gpus;
             j["hardware_change"] = a.hardware_change;
             j["speedup"] = a.speedup;
+            j["fixes_memory"] = a.fixes_memory;
             j["tokens_per_s"] = a.time.throughput.tokens_per_s;
             j["step_s"] = a.time.time.step_s;
             j["memory"] = memory_json(a.memory);
@@ -79,7 +80,7 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
         }
         nlohmann::json j = scenario_json(*sc);
         j["diagnosis"] = {{"bottleneck", to_string(d.bottleneck)}, {"headline", d.headline}, {"evidence", d.evidence},
-                          {"observation_gap", d.observation_gap}};
+                          {"observation_gap", d.observation_gap}, {"disagrees", d.disagrees}};
         j["memory"] = memory_json(rep.memory);
         j["throughput"] = {{"tokens_per_s", rep.time.throughput.tokens_per_s}, {"observed_tokens_per_s", rep.observed_tokens_per_s},
                            {"mfu", rep.time.throughput.mfu}};
@@ -93,13 +94,16 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
     for (const auto& e : d.evidence) out << "  - " << e << '\n';
     if (!d.observation_gap.empty()) out << "  " << d.observation_gap << '\n';
     if (rep.remedies.empty()) {
-        out << "\nNo remedy among those tried improves on this setup by 2 % or more.\n";
+        out << (rep.memory.fits() ? "\nNo remedy among those tried improves on this setup by 2 % or more.\n"
+                                  : "\nNo remedy among those tried makes it fit on this hardware.\n");
         return 0;
     }
-    out << "\nRemedies, each re-simulated (same hardware first, then what money buys):\n";
+    out << (rep.memory.fits() ? "\nRemedies that help, each re-simulated (the diagnosed bottleneck first, same hardware before what money buys, by effect):\n"
+                              : "\nChanges that make it fit, each re-simulated (same hardware before what money buys, fastest first):\n");
     int i = 1;
     for (const auto& a : rep.remedies) {
-        out << fmt::format("  {}. {:<52} {:>5.2f}x tokens/s  ({:.0f} tokens/s, {} per GPU{})\n", i++, a.title, a.speedup,
+        const std::string effect = a.fixes_memory ? "     fits" : fmt::format("{:>5.2f}x tokens/s", a.speedup);
+        out << fmt::format("  {}. {:<52} {}  ({:.0f} tokens/s, {} per GPU{})\n", i++, a.title, effect,
                            a.time.throughput.tokens_per_s, gb(a.memory.total),
                            a.extra_gpus > 0 ? fmt::format(", +{} GPUs", a.extra_gpus) : a.hardware_change.empty() ? "" : ", new: " + a.hardware_change);
         for (const auto& c : a.changes) out << "       " << c << '\n';

@@ -98,17 +98,39 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         return (j.value("max_micro_batch", 1) > 0 && j.value("max_seq_len", 1) > 0) ? 0 : 1;
     }
     if (o.q_min_gpus) {
+        // The GPU count grows, so the cluster needs its node-to-node fabric: the
+        // one the GPU's usual node comes with (as `size` uses it) unless given.
+        Scenario base = s;
+        const ScenarioFlags& f = o.sim.scenario;
+        if (auto c = sizing_candidate_cluster(presets, s.cluster.gpu.id)) {
+            if (base.cluster.inter_node.id.empty()) base.cluster.inter_node = c->inter_node;
+            if (!f.intra_node && !f.node && f.scenario_file.empty() && base.cluster.num_gpus == 1) base.cluster.intra_node = c->intra_node;
+            if (!f.nics_per_node && !f.node && f.scenario_file.empty() && base.cluster.nics_per_node == 0)
+                base.cluster.nics_per_node = c->nics_per_node;
+        }
         PlanCandidate best;
-        const int n = min_gpus(s, space, o.target_tps, o.max_gpus, &best, o.threads, global_batch);
+        const int n = min_gpus(base, space, o.target_tps, o.max_gpus, &best, o.threads, global_batch);
         if (o.json) {
             nlohmann::json j{{"min_gpus", n}};
             if (n > 0) j["best"] = candidate_json(best);
             out << j.dump(2) << '\n';
         } else if (n > 0) {
-            out << fmt::format("fewest GPUs{}: {} ({} nodes of {}), best layout {}, {:.0f} tokens/s, {} of {} per GPU\n",
-                               o.target_tps > 0 ? fmt::format(" reaching {:.0f} tokens/s", o.target_tps) : " that fit", n,
-                               best.scenario.cluster.num_nodes(), best.scenario.cluster.gpus_per_node, layout_text(best.scenario),
-                               best.time.throughput.tokens_per_s, gb(best.memory.total), gb(best.memory.capacity));
+            const ClusterSpec& c = best.scenario.cluster;
+            const TrainingSetup& t = best.scenario.setup;
+            const std::string nodes = c.num_nodes() == 1 ? "in one node" : fmt::format("in {} nodes of {}", c.num_nodes(), c.gpus_per_node);
+            std::vector<std::string> needs;
+            if (t.zero_stage > 0) needs.push_back(fmt::format("ZeRO-{}", t.zero_stage));
+            if (t.optimizer_offload != Offload::None) needs.push_back(fmt::format("optimizer offload to {}", to_string(t.optimizer_offload)));
+            if (t.param_offload != Offload::None) needs.push_back(fmt::format("parameter offload to {}", to_string(t.param_offload)));
+            if (t.recompute != Recompute::None) needs.push_back(fmt::format("{} recompute", to_string(t.recompute)));
+            std::string need_text;
+            for (size_t i = 0; i < needs.size(); ++i) need_text += (i ? ", " : "") + needs[i];
+            out << fmt::format("fewest GPUs{}: {} {}\n", o.target_tps > 0 ? fmt::format(" reaching {:.0f} tokens/s", o.target_tps) : " that fit",
+                               n, nodes);
+            out << fmt::format("  layout {}, micro-batch {} x {} accumulation\n", layout_text(best.scenario), t.micro_batch, t.grad_accum);
+            out << fmt::format("  needs: {}\n", need_text.empty() ? "nothing beyond the layout" : need_text);
+            out << fmt::format("  {:.0f} tokens/s, step {:.3f} s, {} of {} per GPU\n", best.time.throughput.tokens_per_s,
+                               best.time.time.step_s, gb(best.memory.total), gb(best.memory.capacity));
         } else {
             out << fmt::format("no GPU count up to {} has a layout that fits{}\n", o.max_gpus,
                                o.target_tps > 0 ? " and reaches the target" : "");
@@ -123,7 +145,8 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         nlohmann::json j{{"evaluated", r.evaluated}, {"feasible", r.feasible}, {"seconds", r.seconds}};
         nlohmann::json rej = nlohmann::json::object();
         for (size_t i = 0; i < r.rejected.size(); ++i)
-            if (r.rejected[i]) rej[to_string(static_cast<Rejection>(i))] = r.rejected[i];
+            if (r.rejected[i]) rej[rule_id(static_cast<Rule>(i))] = r.rejected[i];
+        if (r.out_of_memory) rej["out-of-memory"] = r.out_of_memory;
         j["rejected"] = rej;
         nlohmann::json top = nlohmann::json::array();
         for (const auto& c : r.top) top.push_back(candidate_json(c));
@@ -148,19 +171,21 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     }
     out << fmt::format("{} on {}; global batch {} x {} tokens\n", s.model.name, describe_hardware(s), global_batch,
                        s.setup.seq_len);
-    const std::int64_t oom = r.rejected[static_cast<size_t>(Rejection::OutOfMemory)];
-    out << fmt::format("searched {} configurations in {:.3f} s: {} fit, {} out of memory\n", r.evaluated, r.seconds, r.feasible, oom);
-    if (rejected > oom) {
-        out << fmt::format("skipped {} invalid combinations:\n", rejected - oom);
+    out << fmt::format("searched {} configurations in {:.3f} s: {} fit, {} out of memory\n", r.evaluated, r.seconds, r.feasible,
+                       r.out_of_memory);
+    if (rejected > 0) {
+        out << fmt::format("skipped {} invalid combinations, by rule:\n", rejected);
         for (size_t i = 0; i < r.rejected.size(); ++i)
-            if (r.rejected[i] && static_cast<Rejection>(i) != Rejection::OutOfMemory)
-                out << fmt::format("  {:>9}  {}\n", r.rejected[i], to_string(static_cast<Rejection>(i)));
+            if (r.rejected[i])
+                out << fmt::format("  {:>9}  {:<30} {}\n", r.rejected[i], rule_id(static_cast<Rule>(i)), rule_info(static_cast<Rule>(i)).summary);
     }
     if (r.top.empty()) {
         out << "\nNo layout fits. Try more GPUs (--min-gpus), LoRA/QLoRA, or offload (trainplan fit shows the options).\n";
         return 1;
     }
-    out << fmt::format("\nBest layouts by {} (best configuration of each layout):\n", rank == RankBy::Cost ? "cost to train" : "throughput");
+    out << fmt::format("\nBest layouts by {} (best configuration of each layout); memory per GPU in GB (10^9 B) against a "
+                       "capacity of {} per GPU:\n",
+                       rank == RankBy::Cost ? "cost to train" : "throughput", gb(r.top.front().memory.capacity));
     out << fmt::format("{:>3}  {:<22} {:>9} {:>4} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "zero",
                        "recompute", "offl", "tokens/s", "MFU", "step", "mem/GPU", "time split compute/comm/bubble");
     int i = 1;

@@ -79,8 +79,10 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     FilePresets presets(o.scenario.preset_dirs);
     auto sc = simulate_scenario(o, presets);
     if (!sc) return report_error(sc.error(), err);
+    // README / design exit codes: 0 fits, 1 does not fit, 2 bad input.
     const Scenario& s = *sc;
     const MemoryEstimate mem = estimate_memory(s);
+    const int exit_code = mem.peak().fits() ? 0 : 1;
     const TimeEstimate te = estimate_time(s);
     const TimeBreakdown& t = te.time;
     const Throughput& th = te.throughput;
@@ -102,7 +104,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
                      {"energy_kwh", c.energy_kwh}, {"energy_cost_usd", c.energy_cost_usd}, {"rent_cost_usd", c.rent_cost_usd},
                      {"purchase_cost_usd", c.purchase_cost_usd}, {"power_w", c.power_w}};
         out << j.dump(2) << '\n';
-        return 0;
+        return exit_code;
     }
     if (o.csv) {
         out << "model,gpu,gpus,tp,pp,dp,micro_batch,global_batch,seq_len,step_s,compute_s,communication_s,bubble_s,optimizer_s,"
@@ -112,7 +114,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
                            s.setup.layout.dp, s.setup.micro_batch, s.setup.global_batch(), s.setup.seq_len, t.step_s, t.compute_s,
                            t.communication_s, t.bubble_s, t.optimizer_s, t.offload_s, t.data_s, th.tokens_per_s,
                            th.model_tflops_per_gpu, th.mfu, th.hfu, mem.peak().total, mem.peak().fits() ? "true" : "false");
-        return 0;
+        return exit_code;
     }
 
     out << fmt::format("{}{} on {}\n", s.model.name, s.model.approximate ? " [approximate]" : "", describe_hardware(s));
@@ -156,7 +158,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
         if (c.purchase_cost_usd > 0)
             out << fmt::format("  purchase: ${:.0f} amortized share ({:g} years straight-line)\n", c.purchase_cost_usd, s.run.amortization_years);
     }
-    return 0;
+    return exit_code;
 }
 
 }  // namespace trainplan::cli

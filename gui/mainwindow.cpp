@@ -30,6 +30,7 @@
 
 #include "charts.hpp"
 #include "trainplan/app/format.hpp"
+#include "trainplan/moves.hpp"
 #include "trainplan/search.hpp"
 #include "trainplan/units.hpp"
 
@@ -76,6 +77,9 @@ MainWindow::MainWindow(Controller* controller, QWidget* parent) : QMainWindow(pa
     scroll->setWidgetResizable(true);
     auto* editor = new QWidget(scroll);
     buildEditor(editor);
+    // The method selector applies the method's recipe, not just the method.
+    disconnect(method_, &QComboBox::currentTextChanged, this, &MainWindow::readInputs);
+    connect(method_, &QComboBox::currentTextChanged, this, &MainWindow::methodChanged);
     scroll->setWidget(editor);
     scroll->setMinimumWidth(380);
     tabs_ = new QTabWidget(split);
@@ -358,6 +362,16 @@ void MainWindow::readInputs() {
     update_label_->setText(QString("updated in %1 ms (model %2 ms)").arg(repaint_ms_, 0, 'f', 2).arg(c_->lastUpdateMs(), 0, 'f', 2));
 }
 
+void MainWindow::methodChanged() {
+    if (loading_) return;
+    const auto m = parse_method(method_->currentText().toStdString());
+    if (!m || !c_->valid() || c_->scenario().setup.method == *m) {
+        readInputs();
+        return;
+    }
+    loadScenario(c_->withMethod(*m), c_->modelRef());
+}
+
 void MainWindow::setArchitectureFields(const ModelSpec& m) {
     layers_->setValue(static_cast<int>(m.num_layers));
     hidden_->setValue(static_cast<int>(m.hidden));
@@ -514,6 +528,8 @@ void MainWindow::showResults() {
                     .arg(te.cost.gpu_hours, 0, 'f', 0)
                     .arg(te.cost.energy_kwh / 1e3, 0, 'f', 1) +
                 (te.cost.rent_cost_usd > 0 ? QString(", $%1 rented").arg(te.cost.rent_cost_usd, 0, 'f', 0) : QString());
+    // The one bottleneck classifier (core diagnosis.hpp), as advise and size use it.
+    text += QString("<br>bottleneck: <b>%1</b> (the Advice tab explains it)").arg(to_string(classify(s, m, te.time)));
     text += "<br><i>" + QString::fromStdString(app::describe_setup(s)).toHtmlEscaped() + "</i>";
     metrics_->setText(text);
 }
@@ -571,14 +587,12 @@ void MainWindow::runSweep() {
         }
     } else {
         xt = "GPUs (data parallel, same global batch)";
+        // The one GPU ladder; data parallel with the same global batch (core moves.hpp).
         const int mp = base.setup.layout.tp * base.setup.layout.pp;
-        const std::int64_t gb = base.setup.global_batch();
-        for (int n = mp; n <= std::max(mp * 256, 64); n *= 2) {
+        for (int n : gpu_ladder(growth_node_size(base.cluster), mp, std::max(mp * 256, 64))) {
             Scenario s = base;
-            s.cluster.num_gpus = n;
-            s.setup.layout.dp = n / mp;
-            if (gb % (s.setup.micro_batch * s.setup.layout.dp) != 0) continue;
-            s.setup.grad_accum = gb / (s.setup.micro_batch * s.setup.layout.dp);
+            Changes ch;
+            if (n != base.cluster.num_gpus && !set_data_parallel(s, n, ch)) continue;
             add(n, s);
         }
     }
@@ -629,19 +643,21 @@ void MainWindow::startPlan() {
     plan_cancel_flag_ = false;
     plan_button_->setEnabled(false);
     plan_cancel_->setEnabled(true);
+    // The one GPU ladder (core moves.hpp) from a quarter to four times the current count.
     QVector<int> counts;
     const int n = base.cluster.num_gpus;
-    for (int k : {n / 4, n / 2, n, n * 2, n * 4})
-        if (k >= 1 && !counts.contains(k)) counts.push_back(k);
+    const int node = growth_node_size(base.cluster);
+    for (int k : gpu_ladder(node, std::max(1, n / 4), n * 4)) counts.push_back(k);
     plan_progress_->setRange(0, static_cast<int>(counts.size()));
     plan_progress_->setValue(0);
-    plan_thread_ = std::make_unique<std::thread>([this, base, counts] {
+    plan_thread_ = std::make_unique<std::thread>([this, base, counts, node] {
         QVector<PlanCandidate> rows;
         int done = 0;
         for (int k : counts) {
             if (plan_cancel_flag_) break;
             Scenario s = base;
             s.cluster.num_gpus = k;
+            s.cluster.gpus_per_node = std::min(node, k);
             const PlanResult r = plan_layouts(s, SearchSpace{}, 5, RankBy::Throughput, 1, base.setup.global_batch());
             for (const auto& c : r.top) rows.push_back(c);
             ++done;
@@ -744,7 +760,15 @@ void MainWindow::buildAdvice(QWidget* host) {
     advice_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     advice_table_->horizontalHeader()->setStretchLastSection(true);
     advice_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    advice_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    advice_table_->setSelectionMode(QAbstractItemView::SingleSelection);
     v->addWidget(advice_table_, 1);
+    apply_advice_ = new QPushButton("Apply to the editor", host);
+    apply_advice_->setObjectName("applyAdviceButton");
+    apply_advice_->setToolTip("Load the selected remedy's scenario into the editor (or double-click a row)");
+    v->addWidget(apply_advice_);
+    connect(apply_advice_, &QPushButton::clicked, this, [this] { applyAdvice(advice_table_->currentRow()); });
+    connect(advice_table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) { applyAdvice(row); });
     connect(c_, &Controller::changed, this, [this] {
         if (tabs_->currentWidget() && tabs_->currentWidget()->objectName() == "adviceTab") showAdvice();
     });
@@ -756,14 +780,19 @@ void MainWindow::showAdvice() {
     QString text = QString("<b>%1</b>: %2<ul>").arg(QString(to_string(rep.diagnosis.bottleneck)).toUpper(),
                                                      QString::fromStdString(rep.diagnosis.headline).toHtmlEscaped());
     for (const auto& e : rep.diagnosis.evidence) text += "<li>" + QString::fromStdString(e).toHtmlEscaped() + "</li>";
-    advice_label_->setText(text + "</ul>");
+    text += "</ul>";
+    if (!rep.diagnosis.observation_gap.empty()) text += QString::fromStdString(rep.diagnosis.observation_gap).toHtmlEscaped();
+    advice_label_->setText(text);
+    advice_scenarios_.clear();
     advice_table_->setRowCount(static_cast<int>(rep.remedies.size()));
     for (int i = 0; i < static_cast<int>(rep.remedies.size()); ++i) {
         const Advice& a = rep.remedies[static_cast<size_t>(i)];
+        advice_scenarios_.push_back(a.scenario);
         QStringList changes;
         for (const auto& ch : a.changes) changes << QString::fromStdString(ch);
         const QStringList cells = {QString::fromStdString(a.title) + (a.changes_result ? "  [changes what is trained]" : ""),
-                                   QString("%1 (%2x)").arg(a.time.throughput.tokens_per_s, 0, 'f', 0).arg(a.speedup, 0, 'f', 2),
+                                   a.fixes_memory ? QString("%1 (fits)").arg(a.time.throughput.tokens_per_s, 0, 'f', 0)
+                                                  : QString("%1 (%2x)").arg(a.time.throughput.tokens_per_s, 0, 'f', 0).arg(a.speedup, 0, 'f', 2),
                                    gbtext(a.memory.total), changes.join("; ")};
         for (int j = 0; j < cells.size(); ++j) {
             auto* item = new QTableWidgetItem(cells[j]);
@@ -771,6 +800,11 @@ void MainWindow::showAdvice() {
             advice_table_->setItem(i, j, item);
         }
     }
+}
+
+void MainWindow::applyAdvice(int row) {
+    if (row < 0 || row >= static_cast<int>(advice_scenarios_.size())) return;
+    loadScenario(advice_scenarios_[static_cast<size_t>(row)], c_->modelRef());
 }
 
 void MainWindow::buildMenus() {

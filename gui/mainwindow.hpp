@@ -54,6 +54,8 @@ private:
     void buildMenus();
     void showCompare();
     void showAdvice();
+    void methodChanged();   // the method selector applies the method's recipe (via the controller)
+    void applyAdvice(int row);
     void planFinished(const QVector<PlanCandidate>& rows, bool cancelled);
     void setArchitectureFields(const ModelSpec& m);
 
@@ -90,6 +92,8 @@ private:
     // advice
     QLabel* advice_label_;
     QTableWidget* advice_table_;
+    QPushButton* apply_advice_;
+    std::vector<Scenario> advice_scenarios_;  // the remedy of each advice row
     QLabel* update_label_;
 };
 

@@ -56,7 +56,7 @@ std::string top(const json& rep) { return rep["remedies"].at(0)["title"].get<std
 
 TEST_CASE("seed 000: 7B full fine-tune on a 24 GB card -- memory; LoRA/QLoRA or ZeRO-3 + offload first", "[advise][seeds]") {
     const json rep = advise({"llama-2-7b", "--gpu", "rtx-4090"});
-    CHECK(rep["diagnosis"]["bottleneck"] == "memory");
+    CHECK(rep["diagnosis"]["bottleneck"] == "memory capacity");
     const std::string first = top(rep);
     CHECK((first.rfind("LoRA", 0) == 0 || first.rfind("QLoRA", 0) == 0 || first.rfind("ZeRO-3", 0) == 0));
     bool lora = false, qlora = false, offload = false;
@@ -144,4 +144,107 @@ TEST_CASE("advise rejects bad observations with the limit named", "[advise][bad-
     const auto s = tp_test::cli({"advise", "llama-2-7b", "--gpu", "rtx-4090", "--storage", "tape"});
     CHECK(s.code == 2);
     CHECK(s.err == "error: --storage = \"tape\" is not one of: hdd, sata-ssd, nvme, network\n");
+}
+
+// ---- issue 12 reproducers: a diagnosis consistent with every observation, only
+// remedies that help, ranked by effect.
+
+TEST_CASE("--gpu-util 45 --util-swings: the diagnosis is the input pipeline, not 'busy with useful work'", "[advise][issue12]") {
+    const json rep = advise({"llama-2-7b", "--gpu", "rtx-4090", "--method", "qlora", "--gpu-util", "45", "--util-swings"});
+    const json& d = rep["diagnosis"];
+    CHECK(d["bottleneck"] == "data pipeline");
+    CHECK(d["headline"].get<std::string>().find("busy with useful work") == std::string::npos);
+    CHECK(d["disagrees"] == true);
+    CHECK(d["observation_gap"].get<std::string>().rfind("Your observation disagrees with the model: ", 0) == 0);
+    // No loader is configured, so the model cannot say what a faster GPU would buy a
+    // starved run: nothing off the data path is offered as a speed-up.
+    for (const auto& r : rep["remedies"]) CHECK(r["hardware"]["gpu"] == "rtx-4090");
+}
+
+TEST_CASE("--gpu-util alone does not claim the utilization swings", "[advise][issue12]") {
+    const json rep = advise({"llama-2-7b", "--gpu", "rtx-4090", "--method", "qlora", "--gpu-util", "45"});
+    const json& d = rep["diagnosis"];
+    CHECK(d["observation_gap"].get<std::string>().find("swing") == std::string::npos);
+    CHECK(d["headline"].get<std::string>().find("swing") == std::string::npos);
+    CHECK(d["headline"].get<std::string>().find("busy with useful work") == std::string::npos);
+    CHECK(d["disagrees"] == true);
+    // Observed throughput: the busy-time prediction at 45 % utilization.
+    CHECK(rep["throughput"]["observed_tokens_per_s"].get<double>() ==
+          Approx(0.45 * rep["throughput"]["tokens_per_s"].get<double>()).epsilon(1e-9));
+}
+
+TEST_CASE("remedies are compared model against model: slower hardware is never shown as faster", "[advise][issue12]") {
+    // Issue 12: "RTX 3090 1.13x" came from comparing the 3090's prediction with a low
+    // observed throughput. The RTX 3090 (GA102, 71 TFLOP/s dense bf16) is slower than
+    // the RTX 4090 (AD102, 165 TFLOP/s) for the same layout, so it cannot help.
+    const json rep = advise({"llama-2-7b", "--gpu", "rtx-4090", "--method", "qlora", "--observed-tokens-per-s", "500"});
+    const double model = rep["throughput"]["tokens_per_s"].get<double>();
+    for (const auto& r : rep["remedies"]) {
+        CAPTURE(r["title"].get<std::string>());
+        CHECK(r["hardware"]["gpu"] != "rtx-3090");
+        CHECK(r["speedup"].get<double>() >= 1.02);
+        CHECK(r["tokens_per_s"].get<double>() == Approx(r["speedup"].get<double>() * model).epsilon(1e-9));
+    }
+    remedies_match_simulate(rep);
+}
+
+TEST_CASE("no no-op remedies: every remedy changes a setting, and a single GPU gets no ZeRO-3", "[advise][issue12]") {
+    const std::vector<std::vector<std::string>> cases = {
+        {"llama-2-7b", "--gpu", "rtx-4090"},
+        {"llama-2-7b", "--gpu", "rtx-4090", "--method", "lora"},
+        {"llama-2-13b", "--gpu", "a100-sxm-80gb", "--gpus", "2", "--zero", "3", "--global-batch", "16"},
+        {"gpt2-large", "--node", "2x-rtx-4090", "--gpus", "2", "--intra-node", "pcie3-x8", "--micro-batch", "4", "--seq-len", "1024"},
+    };
+    for (const auto& args : cases) {
+        const json rep = advise(args);
+        for (const auto& r : rep["remedies"]) {
+            CAPTURE(args, r["title"].get<std::string>());
+            REQUIRE_FALSE(r["changes"].empty());
+            for (const auto& c : r["changes"]) {
+                // "key: from -> to" with from != to ("tp 1 pp 1 dp 2 -> tp 1 pp 1 dp 2" was printed before).
+                const std::string line = c.get<std::string>();
+                const auto colon = line.find(": "), arrow = line.find(" -> ");
+                if (colon == std::string::npos || arrow == std::string::npos) continue;
+                const std::string from = line.substr(colon + 2, arrow - colon - 2);
+                std::string to = line.substr(arrow + 4);
+                to = to.substr(0, to.find_first_of(" ,"));
+                CHECK(from != to);
+            }
+            if (r["hardware"]["gpus"].get<int>() == 1) CHECK(r["training"]["zero"].get<int>() != 3);
+        }
+    }
+}
+
+TEST_CASE("a run reported as training but modelled as not fitting: the disagreement is said", "[advise][issue12]") {
+    // 7B full fine-tune on 24 GB: the model needs 124.7 GB per GPU; the user says it runs at 1,500 tokens/s.
+    const json rep = advise({"llama-2-7b", "--gpu", "rtx-4090", "--observed-tokens-per-s", "1500"});
+    const json& d = rep["diagnosis"];
+    CHECK(d["bottleneck"] != "memory capacity");
+    CHECK(d["disagrees"] == true);
+    // The figures are those `fit` reports for the same scenario.
+    const json fit = tp_test::cli_json("fit", {"llama-2-7b", "--gpu", "rtx-4090"});
+    char need[64], cap[64];
+    std::snprintf(need, sizeof need, "%.2f GB", fit["memory"]["total_bytes"].get<double>() / 1e9);
+    std::snprintf(cap, sizeof cap, "%.2f GB", fit["memory"]["capacity_bytes"].get<double>() / 1e9);
+    const std::string gap = d["observation_gap"].get<std::string>();
+    CHECK(gap.rfind(std::string("Your observation disagrees with the model: it predicts ") + need + " per GPU, more than the " + cap +
+                        " available, yet your run trains",
+                    0) == 0);
+    // Without the observation it is simply "does not fit".
+    const json plain = advise({"llama-2-7b", "--gpu", "rtx-4090"});
+    CHECK(plain["diagnosis"]["disagrees"] == false);
+    CHECK(plain["diagnosis"]["headline"].get<std::string>().rfind(std::string("Does not fit: needs ") + need + " per GPU", 0) == 0);
+}
+
+TEST_CASE("a different GPU does not inherit this card's thermal throttle", "[advise][issue12]") {
+    // Issue 12: the "different GPU" remedy kept the 85 % clock assumed for a card at 88 C.
+    const json rep = advise({"llama-2-7b", "--gpu", "rtx-4090", "--method", "qlora", "--gpu-temp", "88", "--remedies", "20"});
+    bool other = false;
+    for (const auto& r : rep["remedies"]) {
+        if (r["hardware"]["gpu"] == "rtx-4090") continue;
+        other = true;
+        CHECK(r["run"]["sustained_clock"].get<double>() == 1.0);
+    }
+    CHECK(other);
+    remedies_match_simulate(rep);
 }

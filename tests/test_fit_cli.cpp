@@ -112,3 +112,66 @@ TEST_CASE("a scenario file works and flags override it", "[cli][scenario]") {
     CHECK(jo["parallel"]["tp"] == 4);
     CHECK(jo["parallel"]["dp"] == 2);
 }
+
+TEST_CASE("one QLoRA recipe: --method qlora and the QLoRA remedy of a full fine-tune are the same scenario", "[cli][fit][qlora][moves]") {
+    // Reproducer (issue 10): `fit llama-2-13b --gpu rtx-4090 --method qlora`. The
+    // recipe (Dettmers et al. 2023): NF4 + double quantization, bf16 compute, all
+    // linear layers, gradient checkpointing, paged AdamW.
+    const auto r = cli({"fit", "llama-2-13b", "--gpu", "rtx-4090", "--method", "qlora", "--json"});
+    REQUIRE(r.code == 0);
+    const auto q = nlohmann::json::parse(r.out);
+    CHECK(q["training"]["precision"] == "bf16");
+    CHECK(q["training"]["recompute"] == "full");
+    CHECK(q["training"]["optimizer"] == "adamw");
+    CHECK(q["memory"]["fits"] == true);
+    // Weights by hand: 13,015,864,320 params, of which the embedding and LM head
+    // (2 x 32,000 x 5,120) and the norms (81 x 5,120) stay 16-bit = 656,189,440 B;
+    // the 12,687,769,600 linear weights are NF4 at 4 + 0.127 bits (block 64 with
+    // double quantization, QLoRA paper Sec. 3) = 6,545,303,... B; plus the bf16
+    // adapters, r = 16 on all 7 linear layers of 40: 16 x (4 x (5120 + 5120) +
+    // 3 x (5120 + 13824)) x 40 = 62,586,880 params x 2 B; 7.33 GB in all.
+    const double linear = 13015864320.0 - 2 * 32000.0 * 5120 - 81 * 5120.0;
+    const double adapters = 16.0 * (4 * (5120 + 5120) + 3 * (5120 + 13824)) * 40;
+    const double hand = linear * (4 + 0.127) / 8 + (13015864320.0 - linear) * 2 + adapters * 2;
+    CHECK(q["memory"]["weights_bytes"].get<double>() == Approx(hand).epsilon(0.01));
+    // The same recipe reached as a remedy from a full fine-tune.
+    const auto f = cli({"fit", "llama-2-13b", "--gpu", "rtx-4090", "--json", "--remedies", "20"});
+    REQUIRE(f.code == 1);
+    const auto full = nlohmann::json::parse(f.out);
+    bool found = false;
+    for (const auto& rem : full["remedies"]) {
+        if (rem["title"].get<std::string>().rfind("QLoRA", 0) != 0) continue;
+        found = true;
+        CHECK(rem["memory"]["total_bytes"].get<double>() == Approx(q["memory"]["total_bytes"].get<double>()).epsilon(1e-12));
+        CHECK(rem["step_s"].get<double>() == Approx(nlohmann::json::parse(cli({"simulate", "llama-2-13b", "--gpu", "rtx-4090", "--method",
+                                                                                  "qlora", "--json"}).out)["time"]["step_s"].get<double>())
+                                                .epsilon(1e-12));
+    }
+    CHECK(found);
+}
+
+TEST_CASE("simulate exits 1 for a scenario that does not fit, 0 when it fits (README exit codes)", "[cli][simulate]") {
+    // Issue 12: `simulate` exited 0 for a 7B full fine-tune on a 24 GB card (124.7 GB needed).
+    CHECK(cli({"simulate", "llama-2-7b", "--gpu", "rtx-4090"}).code == 1);
+    CHECK(cli({"simulate", "llama-2-7b", "--gpu", "rtx-4090", "--json"}).code == 1);
+    CHECK(cli({"simulate", "llama-2-7b", "--gpu", "rtx-4090", "--method", "qlora"}).code == 0);
+    CHECK(cli({"simulate", "llama-2-7b", "--gpu", "rtx-4090", "--tp", "3"}).code == 2);
+}
+
+TEST_CASE("more GPUs as a fit remedy keeps whole servers: a one-GPU box grows as 8-GPU nodes", "[cli][fit][moves]") {
+    // Llama-2-70B full fine-tune: 16 B/param x 68.98e9 = 1,104 GB of model states.
+    // On 80 GB cards sharded with ZeRO-3 that needs more than 1104 / 85.5 = 13 GPUs,
+    // so the ladder (1, 2, 4, then whole 8-GPU nodes) lands on 16 = 2 nodes of 8.
+    const auto r = cli({"fit", "llama-2-70b", "--gpu", "h100-sxm", "--recompute", "full", "--json", "--remedies", "20"});
+    REQUIRE(r.code == 1);
+    const auto j = nlohmann::json::parse(r.out);
+    bool more = false;
+    for (const auto& rem : j["remedies"]) {
+        if (rem["extra_gpus"].get<int>() == 0) continue;
+        more = true;
+        const int n = 1 + rem["extra_gpus"].get<int>();
+        CHECK(n >= 14);
+        CHECK(n % 8 == 0);
+    }
+    CHECK(more);
+}

@@ -2,10 +2,12 @@
 // high; inverse queries agree with fit; determinism across thread counts.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <set>
 
 #include "helpers.hpp"
 #include "trainplan/search.hpp"
+#include "trainplan/moves.hpp"
 #include "validation_cases.hpp"
 #include "trainplan/validation.hpp"
 
@@ -105,7 +107,157 @@ TEST_CASE("inverse queries: largest micro-batch and sequence, fewest GPUs", "[se
     CHECK(n == 4);  // ZeRO-3: 208 GB / 4 = 52 GB per card (+ activations); / 2 = 104 GB does not fit
     CHECK(best.memory.fits());
     // With ZeRO-Offload the optimizer states and gradients leave the GPU: 2 B/param
-    // of weights sharded over 2 cards (13 GB each) fits.
-    CHECK(min_gpus(f, SearchSpace{}, 0, 1024, &best, 2, 64) == 2);
+    // of weights = 26 GB fits one 80 GB card (Ren et al. 2021, "ZeRO-Offload":
+    // 13B parameters trained on a single 32 GB V100). The search offers offload on
+    // one GPU too, so the answer is 1.
+    CHECK(min_gpus(f, SearchSpace{}, 0, 1024, &best, 2, 64) == 1);
     CHECK(best.scenario.setup.optimizer_offload == Offload::CPU);
+}
+
+TEST_CASE("rules: one table, stable unique ids, each violation names key, value and limit", "[rules]") {
+    std::set<std::string> ids;
+    for (size_t i = 0; i < kRuleCount; ++i) {
+        const RuleInfo& r = rule_info(static_cast<Rule>(i));
+        CHECK(ids.insert(r.id).second);
+        CHECK(std::string(r.summary).size() > 0);
+    }
+    CHECK(ids.count("tp-divides-heads"));
+    CHECK(ids.count("world-equals-layout"));
+    CHECK(ids.count("interleave-needs-microbatches"));
+    // Llama-2-7B has 32 heads: tp = 3 breaks tp-divides-heads (and the FFN width 11,008).
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.cluster.num_gpus = 3;
+    s.cluster.gpus_per_node = 3;
+    s.setup.layout.tp = 3;
+    const auto v = check_rules(s);
+    REQUIRE(v.size() == 2);
+    CHECK(v[0].rule == Rule::TpDividesHeads);
+    CHECK(v[0].message == "tp = 3 must divide num_heads = 32");
+    CHECK(v[1].rule == Rule::TpDividesFfn);
+    CHECK(v[1].message == "tp = 3 must divide ffn_hidden_size = 11008");
+}
+
+TEST_CASE("interleaved schedule: micro-batches per step must be a multiple of pp (Megatron-LM)", "[rules][plan][issue12]") {
+    // Megatron-Core forward_backward_pipelining_with_interleaving raises "number of
+    // microbatches (m) is not divisible by pipeline-model-parallel-size (p) when using
+    // interleaved schedule". Llama-2-70B (80 layers), pp = 4, vp = 2 on 4 GPUs:
+    // grad_accum 2 (< pp) and 6 (not a multiple) are rejected, 4 and 8 accepted.
+    auto run = [](const char* ga) {
+        return tp_test::cli({"simulate", "llama-2-70b", "--gpu", "h100-sxm", "--gpus", "4", "--pp", "4", "--vp", "2", "--recompute", "full",
+                             "--grad-accum", ga, "--json"});
+    };
+    const auto two = run("2");
+    CHECK(two.code == 2);
+    CHECK(two.err == "error: grad_accum = 2 micro-batches per step must be a multiple of pp = 4 for the interleaved "
+                     "schedule (Megatron-LM rejects it)\n");
+    CHECK(run("6").code == 2);
+    CHECK(run("4").code != 2);
+    CHECK(run("8").code != 2);
+
+    // The search counts the rule and never lists such a layout: 64 H100, global
+    // batch 4, so pp = 8 with one sequence per micro-batch has m = 4 < 8.
+    Scenario s;
+    s.model = tp_test::model("llama-2-70b");
+    s.cluster.gpu = tp_test::gpu("h100-sxm");
+    s.cluster.num_gpus = 64;
+    s.cluster.gpus_per_node = 8;
+    const PlanResult r = plan_layouts(s, SearchSpace{}, 50, RankBy::Throughput, 2, 4);
+    CHECK(r.rejected[static_cast<size_t>(Rule::InterleaveNeedsMicrobatches)] > 0);
+    for (const auto& c : r.top) {
+        const TrainingSetup& t = c.scenario.setup;
+        if (t.layout.schedule == Schedule::Interleaved) CHECK(t.grad_accum % t.layout.pp == 0);
+        CHECK(validate(c.scenario).empty());
+    }
+    // `plan` prints the rejections by rule id.
+    const auto p = tp_test::cli({"plan", "llama-2-70b", "--gpu", "h100-sxm", "--gpus", "64", "--gpus-per-node", "8", "--global-batch", "4",
+                                 "--threads", "2"});
+    CHECK(p.out.find("interleave-needs-microbatches") != std::string::npos);
+    // Units (issue 12: the header said GiB, the rows GB): the capacity is given in
+    // the rows' unit, 79.65 GiB = 85.52 GB for the H100 preset.
+    const auto pj = tp_test::cli_json("plan", {"llama-2-70b", "--gpu", "h100-sxm", "--gpus", "64", "--gpus-per-node", "8",
+                                               "--global-batch", "4", "--threads", "2"});
+    char cap[32];
+    std::snprintf(cap, sizeof cap, "capacity of %.2f GB per GPU", pj["layouts"].at(0)["memory"]["capacity_bytes"].get<double>() / 1e9);
+    CHECK(p.out.find(cap) != std::string::npos);
+    // Llama-2-70B has 8 key/value heads: tp = 16, 32, 64 (the divisors of 64 above 8) are 3 rejections.
+    CHECK(p.out.find("        3  tp-divides-kv-heads") != std::string::npos);
+}
+
+TEST_CASE("plan --min-gpus from the default single GPU: whole servers, no NaN, the settings it needs in the text", "[plan][issue12]") {
+    // Issue 12: `plan --min-gpus --gpu h100-sxm` answered "4 (4 nodes of 1)", printed
+    // NaN / 0 tokens/s and hid that the answer needs ZeRO, offload and recompute.
+    const auto r = tp_test::cli({"plan", "llama-2-70b", "--gpu", "h100-sxm", "--min-gpus", "--threads", "2"});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("nan") == std::string::npos);
+    CHECK(r.out.find("nodes of 1") == std::string::npos);
+    const auto j = tp_test::cli_json("plan", {"llama-2-70b", "--gpu", "h100-sxm", "--min-gpus", "--threads", "2"});
+    const int n = j["min_gpus"].get<int>();
+    const auto& b = j["best"];
+    CHECK(b["throughput"]["tokens_per_s"].get<double>() > 0);
+    CHECK(b["hardware"]["gpus_per_node"].get<int>() == std::min(n, 8));
+    // 70B in bf16 is 138 GB of weights: more than one 85.5 GB card holds, so at least 2.
+    CHECK(n >= 2);
+    // Every setting the answer relies on is named in the text.
+    const auto& t = b["training"];
+    if (t["zero"].get<int>() > 0) CHECK(r.out.find("ZeRO-" + std::to_string(t["zero"].get<int>())) != std::string::npos);
+    if (t["optimizer_offload"] != "none") CHECK(r.out.find("optimizer offload to cpu") != std::string::npos);
+    if (t["recompute"] != "none") CHECK(r.out.find(t["recompute"].get<std::string>() + " recompute") != std::string::npos);
+    CHECK(r.out.find("needs: ") != std::string::npos);
+
+    // --target-tokens-per-s 1000 from one GPU finds an answer (was: "no GPU count reaches").
+    const auto t1000 = tp_test::cli_json("plan", {"llama-2-7b", "--gpu", "h100-sxm", "--min-gpus", "--target-tokens-per-s", "1000",
+                                                  "--threads", "2"});
+    CHECK(t1000["min_gpus"].get<int>() >= 1);
+    CHECK(t1000["best"]["throughput"]["tokens_per_s"].get<double>() >= 1000);
+}
+
+TEST_CASE("the GPU ladder: powers of two below a node, then whole nodes, coarser as they grow", "[moves]") {
+    CHECK(gpu_ladder(8, 1, 100) == std::vector<int>{1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 96});
+    CHECK(gpu_ladder(8, 5, 20) == std::vector<int>{8, 16});
+    CHECK(gpu_ladder(1, 1, 4) == std::vector<int>{1, 2, 3, 4});
+}
+
+TEST_CASE("keep the global batch: more data-parallel GPUs shrink the accumulation, not the batch", "[moves]") {
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.setup.micro_batch = 4;
+    s.setup.grad_accum = 16;  // global batch 64 on one GPU
+    Changes ch;
+    REQUIRE(set_data_parallel(s, 8, ch));
+    CHECK(s.setup.layout.dp == 8);
+    CHECK(s.setup.grad_accum == 2);  // 64 / (4 x 8)
+    CHECK(s.setup.global_batch() == 64);
+    CHECK(s.cluster.gpus_per_node == 8);
+    REQUIRE(set_data_parallel(s, 32, ch));  // 64 / 32 = 2 sequences per replica: micro-batch 4 -> 2
+    CHECK(s.setup.micro_batch == 2);
+    CHECK(s.setup.grad_accum == 1);
+    CHECK(s.setup.global_batch() == 64);
+    CHECK(s.cluster.num_nodes() == 4);
+    CHECK_FALSE(set_data_parallel(s, 128, ch));  // 64 sequences cannot feed 128 replicas
+    CHECK(ch.lines.front() == "gpus: 1 -> 32");  // two moves read as one change
+}
+
+TEST_CASE("the search tries every interleaving depth that splits the layers, not only powers of two", "[search][plan][issue12]") {
+    // Issue 12: `plan` missed layouts its own model rates better (interleave 12 at
+    // micro-batch 2). GPT-3 175B has 96 layers: with pp = 8 each stage holds 12, so
+    // v = 3, 6 and 12 are valid Megatron-LM schedules as well as 2 and 4. Whatever
+    // the search answers must be at least as good as such a layout evaluated
+    // directly: here tp 4, pp 8, v 6 (chunks of 2 layers), micro-batch 2.
+    const std::vector<std::string> common{"gpt3-175b", "--gpu", "a100-sxm-80gb", "--gpus", "512", "--gpus-per-node", "8",
+                                          "--global-batch", "1536", "--seq-len", "2048"};  // Megatron-LM Table 1 batch
+    auto direct_args = common;
+    direct_args.insert(direct_args.end(), {"--tp", "4", "--pp", "8", "--vp", "6", "--micro-batch", "2", "--zero", "1", "--sp"});
+    const auto direct = tp_test::cli_json("simulate", direct_args);
+    REQUIRE(direct["memory"]["fits"] == true);
+    REQUIRE(direct["parallel"]["vp"] == 6);
+    const double direct_tps = direct["throughput"]["tokens_per_s"].get<double>();
+    REQUIRE(direct_tps > 0);
+    auto plan_args = common;
+    plan_args.insert(plan_args.end(), {"--top", "3", "--threads", "2"});
+    const auto plan = tp_test::cli_json("plan", plan_args);
+    // With only v = 2 and 4 the best this search finds is below the v = 6 layout.
+    CHECK(plan["layouts"].at(0)["throughput"]["tokens_per_s"].get<double>() >= direct_tps * (1 - 1e-12));
 }

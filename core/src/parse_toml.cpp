@@ -2,6 +2,7 @@
 #include <cctype>
 
 #include "toml_reader.hpp"
+#include "trainplan/moves.hpp"
 #include "trainplan/io.hpp"
 #include "trainplan/units.hpp"
 
@@ -672,8 +673,8 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
 
     // ---- training setup
     TrainingSetup& t = s.setup;
-    if (in.method) t.method = *in.method;
-    if (t.method == Method::QLoRA) t.precision = Precision::BF16;  // QLoRA recipe: bf16 compute, bf16 adapters
+    // The method's one recipe (moves.hpp) as defaults; explicit keys below override it.
+    if (in.method) apply_method_recipe(t, *in.method);
     if (in.precision) t.precision = *in.precision;
     if (in.optimizer) t.optimizer = *in.optimizer;
     if (in.framework) t.framework = *in.framework;
@@ -695,9 +696,6 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
     }
     if (in.optimizer_offload) t.optimizer_offload = *in.optimizer_offload;
     if (in.param_offload) t.param_offload = *in.param_offload;
-    // The QLoRA recipe trains with gradient checkpointing (Dettmers et al. 2023;
-    // peft.prepare_model_for_kbit_training enables it by default).
-    if (t.method == Method::QLoRA) t.recompute = Recompute::Full;
     if (in.recompute) t.recompute = *in.recompute;
     if (in.flash_attention) t.flash_attention = *in.flash_attention;
     if (in.attention_kernel) t.attention_kernel = *in.attention_kernel;

@@ -6,22 +6,9 @@
 #include <thread>
 #include <tuple>
 
-namespace trainplan {
+#include "trainplan/moves.hpp"
 
-const char* to_string(Rejection r) {
-    switch (r) {
-        case Rejection::OutOfMemory: return "out of memory";
-        case Rejection::HeadsIndivisible: return "tp does not divide heads / kv heads / FFN";
-        case Rejection::TpAcrossNodes: return "tp spans nodes";
-        case Rejection::LayersIndivisible: return "layers do not split into pp x vp stages";
-        case Rejection::BatchMismatch: return "global batch not divisible by micro-batch x dp";
-        case Rejection::ZeroWithPipeline: return "ZeRO-2/3 cannot combine with pipeline parallelism";
-        case Rejection::ExpertsIndivisible: return "ep does not divide experts and dp";
-        case Rejection::Other: return "other constraint";
-        case Rejection::Count: break;
-    }
-    return "?";
-}
+namespace trainplan {
 
 namespace {
 
@@ -84,70 +71,86 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
     PlanResult res;
     const ModelSpec& m = base.model;
     const int n = base.cluster.num_gpus;
-    const int gpn = base.cluster.gpus_per_node;
     const std::int64_t gb = global_batch > 0 ? global_batch : base.setup.global_batch();
-    const std::int64_t ffn = m.is_moe() ? m.moe.expert_ffn : m.ffn;
 
-    // ---- enumerate (cheap structural checks count their rejections here)
+    // ---- enumerate. Each dimension is set on a working scenario and that
+    // stage's rules (rules.hpp) are checked as soon as they can be decided.
     std::vector<Config> configs;
-    auto reject = [&](Rejection r, std::int64_t count = 1) { res.rejected[static_cast<size_t>(r)] += count; };
+    RuleOptions ropt;
+    ropt.tp_within_node = !space.allow_tp_across_nodes;
+    ropt.global_batch = gb;
+    Scenario w = base;
+    TrainingSetup& wt = w.setup;
+    ParallelLayout& wl = wt.layout;
+    auto broken = [&](RuleStage stage, std::int64_t count = 1) {
+        const auto r = first_broken(w, stage, ropt);
+        if (r) res.rejected[static_cast<size_t>(*r)] += count;
+        return r.has_value();
+    };
+    wl.vp = 1;
+    wl.ep = 1;
+    wl.schedule = Schedule::OneF1B;
     const std::vector<int> tps = space.vary_tp ? divisors(n) : std::vector<int>{base.setup.layout.tp};
     for (int tp : tps) {
         if (n % tp) continue;
-        if (m.num_heads % tp || m.num_kv_heads % tp || ffn % tp) { reject(Rejection::HeadsIndivisible); continue; }
-        if (tp > gpn && !space.allow_tp_across_nodes) { reject(Rejection::TpAcrossNodes); continue; }
+        wl.tp = tp;
+        if (broken(RuleStage::TensorParallel)) continue;
         const std::vector<int> pps = space.vary_pp ? divisors(n / tp) : std::vector<int>{base.setup.layout.pp};
         for (int pp : pps) {
             if ((n / tp) % pp) continue;
-            if (pp > m.num_layers) { reject(Rejection::LayersIndivisible); continue; }
-            const int dp = n / (tp * pp);
+            wl.pp = pp;
+            wl.dp = n / (tp * pp);
+            wl.vp = 1;
+            wl.schedule = Schedule::OneF1B;
+            if (broken(RuleStage::Pipeline) || broken(RuleStage::Schedule)) continue;
+            const int dp = wl.dp;
             std::vector<std::pair<int, Schedule>> schedules{{1, Schedule::OneF1B}};
-            if (pp > 1 && space.vary_schedule) {
+            if (!space.vary_schedule) schedules = {{base.setup.layout.vp, base.setup.layout.schedule}};
+            else if (pp > 1) {
                 schedules.push_back({1, Schedule::GPipe});
-                for (int v = 2; v <= space.max_vp; v *= 2) {
+                for (int v = 2; v <= space.max_vp; ++v)
                     if (m.num_layers % (std::int64_t{pp} * v) == 0) schedules.push_back({v, Schedule::Interleaved});
-                    else reject(Rejection::LayersIndivisible);
-                }
             }
-            std::vector<int> eps{1};
-            if (m.is_moe() && space.vary_ep) {
-                eps.clear();
-                for (int e : divisors(m.moe.num_experts)) {
-                    if (dp % e == 0) eps.push_back(e);
-                    else reject(Rejection::ExpertsIndivisible);
-                }
-            }
+            std::vector<int> eps{space.vary_ep ? 1 : base.setup.layout.ep};
+            if (m.is_moe() && space.vary_ep) eps = divisors(m.moe.num_experts);
             std::vector<bool> sps{base.setup.layout.sequence_parallel && tp > 1};
             if (tp > 1 && space.vary_sp) sps = {false, true};
             std::vector<std::int64_t> mbs{base.setup.micro_batch};
             if (space.vary_micro_batch) {
                 mbs.clear();
-                for (std::int64_t mb = 1; mb <= space.max_micro_batch; mb *= 2) {
-                    if (gb % (mb * dp) == 0) mbs.push_back(mb);
-                    else reject(Rejection::BatchMismatch);
-                }
-            } else if (gb % (base.setup.micro_batch * dp) != 0) {
-                reject(Rejection::BatchMismatch);
-                mbs.clear();
+                for (std::int64_t mb = 1; mb <= space.max_micro_batch; mb *= 2) mbs.push_back(mb);
             }
             std::vector<int> zeros{base.setup.zero_stage};
-            if (space.vary_zero) zeros = dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
+            // One GPU shards nothing, but ZeRO-Offload (stage 2 + CPU optimizer) still applies.
+            if (space.vary_zero) zeros = dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 2};
             std::vector<Recompute> recs{base.setup.recompute};
             if (space.vary_recompute) recs = {Recompute::None, Recompute::Selective, Recompute::Full};
             std::vector<Offload> offs{base.setup.optimizer_offload};
             if (space.vary_offload) offs = {Offload::None, Offload::CPU};
-            for (auto [v, sched] : schedules)
-                for (int ep : eps)
+            for (auto [v, sched] : schedules) {
+                wl.vp = v;
+                wl.schedule = sched;
+                if (broken(RuleStage::Schedule)) continue;
+                for (int ep : eps) {
+                    wl.ep = ep;
+                    if (broken(RuleStage::Experts)) continue;
                     for (bool sp : sps)
-                        for (std::int64_t mb : mbs)
-                            for (int z : zeros) {
-                                if (z >= 2 && pp > 1) { reject(Rejection::ZeroWithPipeline, static_cast<std::int64_t>(recs.size() * offs.size())); continue; }
-                                for (Recompute r : recs)
-                                    for (Offload o : offs) {
-                                        if (o != Offload::None && z == 0) continue;  // ZeRO-Offload needs ZeRO >= 1
-                                        configs.push_back({tp, pp, v, ep, sp, sched, mb, z, r, o});
-                                    }
-                            }
+                        for (std::int64_t mb : mbs) {
+                            wt.micro_batch = mb;
+                            wt.grad_accum = std::max<std::int64_t>(1, gb / (mb * dp));
+                            if (broken(RuleStage::Batch)) continue;
+                            for (int z : zeros)
+                                for (Offload o : offs) {
+                                    // Setup rules do not read the recompute policy: one
+                                    // check covers (and counts) all its variants.
+                                    wt.zero_stage = z;
+                                    wt.optimizer_offload = o;
+                                    if (broken(RuleStage::Setup, static_cast<std::int64_t>(recs.size()))) continue;
+                                    for (Recompute r : recs) configs.push_back({tp, pp, v, ep, sp, sched, mb, z, r, o});
+                                }
+                        }
+                }
+            }
         }
     }
 
@@ -189,7 +192,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
 
     std::map<LayoutKey, Outcome> best;
     for (const Local& L : locals) {
-        res.rejected[static_cast<size_t>(Rejection::OutOfMemory)] += L.oom;
+        res.out_of_memory += L.oom;
         res.feasible += L.feasible;
         for (const auto& [k, o] : L.best) {
             auto it = best.find(k);
@@ -250,17 +253,15 @@ std::int64_t max_seq_len(const Scenario& s, std::int64_t limit) {
 int min_gpus(const Scenario& base, const SearchSpace& space, double target, int max_gpus, PlanCandidate* best, unsigned threads,
              std::int64_t global_batch) {
     const std::int64_t gb = global_batch > 0 ? global_batch : base.setup.global_batch();
-    const int gpn = std::max(1, base.cluster.gpus_per_node);
-    std::vector<int> counts;
-    for (int g = 1; g < gpn; g *= 2) counts.push_back(g);
-    for (int g = gpn; g <= max_gpus; g += (g < 8 * gpn ? gpn : g < 64 * gpn ? 4 * gpn : 16 * gpn)) counts.push_back(g);
-    for (int g : counts) {
+    const int node = growth_node_size(base.cluster);
+    for (int g : gpu_ladder(node, 1, max_gpus)) {
         Scenario s = base;
         s.cluster.num_gpus = g;
+        s.cluster.gpus_per_node = std::min(node, g);
         // Keep the global batch: it must split over the data-parallel ranks.
         const PlanResult r = plan_layouts(s, space, 1, RankBy::Throughput, threads, gb);
         if (r.top.empty()) continue;
-        if (target > 0 && r.top.front().time.throughput.tokens_per_s < target) continue;
+        if (target > 0 && !(r.top.front().time.throughput.tokens_per_s >= target)) continue;
         if (best) *best = r.top.front();
         return g;
     }

@@ -1,5 +1,8 @@
 #include "trainplan/sizing.hpp"
 
+#include "trainplan/diagnosis.hpp"
+#include "trainplan/moves.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -8,29 +11,6 @@
 namespace trainplan {
 
 namespace {
-
-std::string classify(const PlanCandidate& c) {
-    const TimeBreakdown& t = c.time.time;
-    const TrainingSetup& s = c.scenario.setup;
-    if (t.offload_s > 0.25 * t.step_s) return "offload";
-    if (t.data_s > 0.1 * t.step_s) return "data loading";
-    if (t.communication_s >= std::max(t.bubble_s, 0.25 * t.step_s)) return "communication";
-    if (t.bubble_s >= 0.2 * t.step_s) return "pipeline bubble";
-    if (c.memory.headroom() < 0.1 * c.memory.capacity || s.optimizer_offload != Offload::None || s.zero_stage == 3) return "memory";
-    return "compute";
-}
-
-// GPU counts tried: powers of two below a node, then whole nodes, coarser as they grow.
-std::vector<int> ladder(int gpn, int max_gpus) {
-    std::vector<int> v;
-    for (int g = 1; g < gpn && g <= max_gpus; g *= 2) v.push_back(g);
-    for (int g = gpn; g <= max_gpus;) {
-        v.push_back(g);
-        const int nodes = g / gpn;
-        g += gpn * (nodes < 8 ? 1 : nodes < 32 ? 4 : nodes < 128 ? 16 : nodes < 512 ? 64 : 256);
-    }
-    return v;
-}
 
 std::string money(double usd) {
     std::ostringstream o;
@@ -72,7 +52,7 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
         bool any_fit = false;
         double best_time = 0;
         int best_time_gpus = 0;
-        for (int n : ladder(tmpl.gpus_per_node, goal.max_gpus)) {
+        for (int n : gpu_ladder(tmpl.gpus_per_node, 1, goal.max_gpus)) {
             Scenario s = base;
             s.cluster = tmpl;
             s.cluster.num_gpus = n;
@@ -108,7 +88,7 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
             opt.purchase_usd = opt.price_usd_per_gpu * n;
             opt.amortized_usd = base.run.amortization_years > 0 ? opt.purchase_usd * t / (base.run.amortization_years * 365.25 * 86400) : 0;
             opt.headroom_bytes = c.memory.headroom();
-            opt.bound = classify(c);
+            opt.bound = to_string(classify(c.scenario, c.memory, c.time.time));
             break;
         }
         if (!opt.meets && opt.why_not.empty()) {

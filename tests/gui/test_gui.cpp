@@ -9,6 +9,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -82,6 +83,53 @@ private slots:
         // Throughput shown is core's.
         const TimeEstimate te = estimate_time(c.scenario());
         QVERIFY(child<QLabel>(w, "metricsLabel")->text().contains(QString("%1 tokens/s").arg(te.throughput.tokens_per_s, 0, 'f', 0)));
+        // The bottleneck shown is the one `advise` names for the same scenario.
+        const nlohmann::json adv = cli_json({"advise", "llama-2-7b", "--gpu", "rtx-4090", "--method", "qlora", "--precision", "bf16",
+                                             "--recompute", "full", "--json"});
+        QVERIFY2(child<QLabel>(w, "metricsLabel")->text().contains(
+                     QString("bottleneck: <b>%1</b>").arg(QString::fromStdString(adv["diagnosis"]["bottleneck"].get<std::string>()))),
+                 qPrintable(child<QLabel>(w, "metricsLabel")->text()));
+    }
+
+    // Issue 10 must-show: `fit llama-2-13b --gpu rtx-4090 --method qlora` gives the
+    // same answer in the GUI and the CLI: choosing the method applies the one recipe
+    // (NF4, bf16, gradient checkpointing, paged AdamW), and so does applying the
+    // QLoRA advice row to the editor.
+    void qloraInTheGuiIsTheCliRecipe() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        w.show();
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-13b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("rtx-4090");
+        child<QSpinBox>(w, "gpusSpin")->setValue(1);
+        QVERIFY(child<QLabel>(w, "verdictBanner")->text().startsWith("DOES NOT FIT"));
+        const nlohmann::json cli = cli_json({"fit", "llama-2-13b", "--gpu", "rtx-4090", "--method", "qlora", "--json"});
+        QVERIFY(cli["memory"]["fits"].get<bool>());
+        const QString cli_total = gb(cli["memory"]["total_bytes"].get<double>());
+        // Only the method is chosen; the rest of the recipe follows.
+        child<QComboBox>(w, "methodCombo")->setCurrentText("qlora");
+        QCOMPARE(child<QComboBox>(w, "precisionCombo")->currentText(), QString::fromStdString(cli["training"]["precision"].get<std::string>()));
+        QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), QString::fromStdString(cli["training"]["recompute"].get<std::string>()));
+        QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), QString("full"));
+        QVERIFY2(child<QLabel>(w, "verdictBanner")->text().startsWith("FITS"), qPrintable(child<QLabel>(w, "verdictBanner")->text()));
+        QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), cli_total);
+
+        // Back to full training, then the advice row "QLoRA ..." applied to the editor.
+        child<QComboBox>(w, "methodCombo")->setCurrentText("full");
+        QVERIFY(child<QLabel>(w, "verdictBanner")->text().startsWith("DOES NOT FIT"));
+        auto* tabs = child<QTabWidget>(w, "tabs");
+        for (int i = 0; i < tabs->count(); ++i)
+            if (tabs->widget(i)->objectName() == "adviceTab") tabs->setCurrentIndex(i);
+        auto* table = child<QTableWidget>(w, "adviceTable");
+        int row = -1;
+        for (int r = 0; r < table->rowCount(); ++r)
+            if (table->item(r, 0)->text().startsWith("QLoRA")) row = r;
+        QVERIFY(row >= 0);
+        table->selectRow(row);
+        QTest::mouseClick(child<QPushButton>(w, "applyAdviceButton"), Qt::LeftButton);
+        QCOMPARE(child<QComboBox>(w, "methodCombo")->currentText(), QString("qlora"));
+        QVERIFY(child<QLabel>(w, "verdictBanner")->text().startsWith("FITS"));
+        QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), cli_total);
     }
 
     void infeasibleLayoutShowsItsReason() {
@@ -159,6 +207,8 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(child<QPushButton>(w, "planButton")->isEnabled(), 30000);
         auto* table = child<QTableWidget>(w, "planTable");
         QVERIFY(table->rowCount() > 0);
+        // Every row is a real answer (issue 12: rows with 0 tokens/s and 0.0 % MFU).
+        for (int r = 0; r < table->rowCount(); ++r) QVERIFY(table->item(r, 5)->text().toDouble() > 0);
         const QString layout = table->item(0, 1)->text();
         const int gpus = table->item(0, 0)->text().toInt();
         emit table->cellDoubleClicked(0, 0);

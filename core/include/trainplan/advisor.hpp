@@ -1,43 +1,18 @@
-// Diagnosis and remedies: which bottleneck a scenario has (from the model and,
-// where given, what the user observed) and what each well-known remedy would
-// buy, every one re-simulated through the memory and time models.
+// advise: the diagnosis (diagnosis.hpp) of a scenario as it runs, and what each
+// well-known remedy (moves.hpp) would buy, every one pre-checked by the rules and
+// re-simulated through the memory and time models. Only remedies that help are
+// kept: those that make a scenario fit that does not, or that are at least 2 %
+// faster than the scenario as it runs (model against model, so an observed
+// shortfall the model does not explain never inflates a remedy).
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "trainplan/time.hpp"
+#include "trainplan/diagnosis.hpp"
 
 namespace trainplan {
-
-enum class Storage { Unknown, HDD, SataSSD, NVMe, Network };
-[[nodiscard]] const char* to_string(Storage s);
-[[nodiscard]] double storage_read_bytes_per_s(Storage s);  // per node, documented estimates
-
-// What the user saw on the running job (all optional).
-struct Observations {
-    std::optional<double> step_s;
-    std::optional<double> tokens_per_s;
-    std::optional<double> gpu_util_pct;       // average utilization
-    bool util_swings = false;                 // utilization swinging between ~0 and 100 %
-    std::optional<double> peak_memory_bytes;
-    bool oom = false;
-    std::optional<double> gpu_temp_c;
-    std::optional<double> sm_clock_mhz;       // sustained clock under load
-    std::optional<int> loader_workers;
-    Storage storage = Storage::Unknown;
-};
-
-enum class Bottleneck { Memory, Compute, MemoryBandwidth, Communication, PipelineBubble, DataPipeline, Thermal, Offload };
-[[nodiscard]] const char* to_string(Bottleneck b);
-
-struct Diagnosis {
-    Bottleneck bottleneck = Bottleneck::Compute;
-    std::string headline;               // one sentence
-    std::vector<std::string> evidence;  // the numbers that show it
-    std::string observation_gap;        // what the observed vs predicted gap points to (if observations given)
-};
 
 struct Advice {
     std::string title;
@@ -49,7 +24,8 @@ struct Advice {
     Scenario scenario;            // the changed scenario, as simulated
     MemoryBreakdown memory;
     TimeEstimate time;
-    double speedup = 1;           // tokens/s relative to the scenario as it is (or as it runs, observed)
+    bool fixes_memory = false;    // the scenario as given does not fit; this does
+    double speedup = 1;           // predicted tokens/s relative to the model of the scenario as it runs
 };
 
 // Alternatives the advisor may propose (presets resolved by the caller).

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "trainplan/rules.hpp"
 #include "trainplan/time.hpp"
 
 namespace trainplan {
@@ -18,22 +19,11 @@ struct SearchSpace {
     bool vary_tp = true, vary_pp = true, vary_sp = true, vary_ep = true;
     bool vary_micro_batch = true, vary_zero = true, vary_recompute = true, vary_offload = true, vary_schedule = true;
     bool allow_tp_across_nodes = false;
-    int max_vp = 4;
+    // Interleaved chunks per stage tried: every v in 2..max_vp that splits the
+    // layers evenly (Megatron-LM takes any such v, not only powers of two).
+    int max_vp = 16;
     std::int64_t max_micro_batch = 64;
 };
-
-enum class Rejection : int {
-    OutOfMemory,
-    HeadsIndivisible,      // TP must divide heads / kv heads / FFN
-    TpAcrossNodes,         // TP larger than a node (unless allowed)
-    LayersIndivisible,     // interleaved needs L % (p v) == 0; too few layers
-    BatchMismatch,         // global batch not divisible by micro-batch x dp
-    ZeroWithPipeline,      // ZeRO-2/3 with PP
-    ExpertsIndivisible,    // EP must divide experts and dp
-    Other,
-    Count
-};
-[[nodiscard]] const char* to_string(Rejection r);
 
 struct PlanCandidate {
     Scenario scenario;
@@ -46,7 +36,11 @@ struct PlanResult {
     std::vector<PlanCandidate> top;  // best first
     std::int64_t evaluated = 0;      // configurations evaluated
     std::int64_t feasible = 0;
-    std::array<std::int64_t, static_cast<size_t>(Rejection::Count)> rejected{};
+    std::int64_t out_of_memory = 0;
+    // Combinations skipped by feasibility rule (rules.hpp), counted where the
+    // search first decides them (a tp that does not divide the heads is one
+    // rejection, not one per micro-batch under it).
+    RuleCounts rejected{};
     double seconds = 0;              // wall time of the search
 };
 
@@ -62,9 +56,10 @@ struct PlanResult {
 [[nodiscard]] std::int64_t max_micro_batch(const Scenario& s, std::int64_t limit = 4096);  // 0: none fits
 [[nodiscard]] std::int64_t max_seq_len(const Scenario& s, std::int64_t limit = 16 * 1024 * 1024);  // 0: none fits
 
-// Fewest GPUs (multiples of a node, or powers of two below one node) for which
-// some layout fits and, if target_tokens_per_s > 0, reaches it. 0 when none up
-// to max_gpus. `best` receives the winning plan.
+// Fewest GPUs on the GPU ladder (moves.hpp: powers of two below a node, then
+// whole nodes; a one-node scenario grows as 8-GPU servers) for which some layout
+// fits and, if target_tokens_per_s > 0, reaches it. 0 when none up to max_gpus.
+// `best` receives the winning plan (its cluster has the node size used).
 [[nodiscard]] int min_gpus(const Scenario& base, const SearchSpace& space, double target_tokens_per_s, int max_gpus,
                            PlanCandidate* best = nullptr, unsigned threads = 0, std::int64_t global_batch = 0);
 

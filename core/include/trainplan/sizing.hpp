@@ -31,7 +31,7 @@ struct SizingOption {
     double price_usd_per_gpu = 0, purchase_usd = 0;       // 0 when no price known
     double amortized_usd = 0;     // purchase share for the run's duration
     double headroom_bytes = 0;
-    std::string bound;            // compute | communication | pipeline bubble | memory | offload | data loading
+    std::string bound;            // the bottleneck (diagnosis.hpp classify): compute | communication | memory capacity | ...
 };
 
 struct SizingReport {

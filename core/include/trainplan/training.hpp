@@ -131,9 +131,10 @@ struct Scenario {
     RunOptions run;
 };
 
-// Checks that a scenario is a possible configuration (heads divisible by TP,
-// GPU count = TP x PP x DP, batch arithmetic, ranges). Each broken constraint is
-// one diagnostic naming the key, its value and the limit. Empty = valid.
+// Checks that a scenario is a possible configuration: every rule of rules.hpp
+// (heads divisible by TP, GPU count = TP x PP x DP, schedules, ranges). Each
+// broken rule is one diagnostic naming the key, its value and the limit.
+// Empty = valid. Implemented in rules.cpp.
 [[nodiscard]] std::vector<Diagnostic> validate(const Scenario& s);
 
 }  // namespace trainplan

@@ -1,0 +1,84 @@
+// Moves: the scenario transformations every service shares (fit remedies,
+// advise, plan's inverse queries, size and the GUI editor). Each move changes a
+// scenario and records one line per changed setting ("recompute: none -> full");
+// it returns false when it has nothing to change. Moves do not check
+// feasibility: callers pre-check the result with the rules (validate()).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainplan/training.hpp"
+
+namespace trainplan {
+
+// What a chain of moves changed, one line per setting, in order.
+struct Changes {
+    std::vector<std::string> lines;
+    // "key: from -> to" (+ note); a later change of the same key rewrites the
+    // earlier line, so selective then full recompute reads "none -> full".
+    void note(const std::string& key, const std::string& from, const std::string& to, const std::string& extra = "");
+};
+
+// ---- method recipes
+// The one recipe per training method, applied wherever a method is chosen: the
+// scenario resolver (as defaults that explicit keys override), fit and advise
+// remedies and the GUI's method selector.
+// QLoRA (Dettmers et al. 2023, "QLoRA: Efficient Finetuning of Quantized LLMs",
+// Sec. 3-4 and App. B): 4-bit NormalFloat base with double quantization (block
+// 64), bf16 compute, LoRA adapters on all linear transformer layers (needed to
+// match full fine-tuning; their Fig. 4 finds the rank itself matters little, so
+// the configured rank is kept), gradient checkpointing and paged AdamW.
+// LoRA and full training have no recipe beyond leaving QLoRA's bf16 weights
+// (pure bf16 goes back to bf16 autocast with fp32 master weights).
+void apply_method_recipe(TrainingSetup& t, Method m);
+bool set_method(Scenario& s, Method m, Changes& ch);
+
+// ---- single settings
+bool set_recompute(Scenario& s, Recompute r, Changes& ch);      // either direction
+bool set_flash_attention(Scenario& s, Changes& ch);
+bool set_precision(Scenario& s, Precision p, Changes& ch);
+bool set_optimizer(Scenario& s, OptimizerKind o, Changes& ch);
+bool set_zero(Scenario& s, int stage, Changes& ch);              // needs dp > 1 to shard anything
+// ZeRO-Offload: optimizer step on the CPU (raises ZeRO to 1 under PP, else 2).
+bool offload_optimizer(Scenario& s, Changes& ch);
+// ZeRO-Infinity: weights too (ZeRO-3 and optimizer offload).
+bool offload_params(Scenario& s, Changes& ch);
+
+// ---- batch and GPU count, keeping the global batch
+// Micro-batch `mb` with the accumulation that keeps micro_batch x grad_accum
+// (the per-replica batch); false when mb does not divide it.
+bool set_micro_batch(Scenario& s, std::int64_t mb, Changes& ch);
+// The largest halving of the micro-batch that fits in memory (else 1).
+bool shrink_micro_batch(Scenario& s, Changes& ch);
+// The largest micro-batch that fits and divides the per-replica batch.
+bool grow_micro_batch(Scenario& s, Changes& ch);
+// Accumulation steps `ga`: a different global batch (changes what is trained).
+bool set_grad_accum(Scenario& s, std::int64_t ga, Changes& ch);
+// `gpus` GPUs in data parallel (same tp x pp), same global batch: dp and the
+// accumulation follow; the micro-batch shrinks if it must to keep the batch
+// whole. False when the GPU count does not split into tp x pp, or the batch
+// has fewer sequences than replicas -- unless `grow_batch`, which then rounds
+// the global batch up to one sequence per replica (noted). A single-node
+// cluster grows as servers of kGpusPerServer.
+bool set_data_parallel(Scenario& s, int gpus, Changes& ch, bool grow_batch = false);
+
+// The usual server size (DGX/HGX and 8-GPU PCIe boxes): the node a one-node
+// scenario grows into when a move or a search adds GPUs.
+inline constexpr int kGpusPerServer = 8;
+// The node size to grow with: the cluster's, or a server's when the cluster is
+// just the GPUs of one partly filled box.
+[[nodiscard]] int growth_node_size(const ClusterSpec& c);
+
+// Every setting that differs between two scenarios, one "key: from -> to" line
+// each (layout, batch, sharding, offload, recompute, method, precision, GPU).
+[[nodiscard]] std::vector<std::string> diff_settings(const Scenario& from, const Scenario& to);
+
+// ---- the one GPU-count ladder
+// GPU counts worth trying between lo and hi: powers of two below a node, then
+// whole nodes, coarser as they grow (1-7 nodes one by one, then steps of 4, 16,
+// 64 and 256 nodes).
+[[nodiscard]] std::vector<int> gpu_ladder(int gpus_per_node, int lo, int hi);
+
+}  // namespace trainplan

@@ -1,0 +1,224 @@
+#include "trainplan/rules.hpp"
+
+#include <string>
+
+namespace trainplan {
+
+namespace {
+
+using S = RuleStage;
+
+constexpr RuleInfo kInfo[] = {
+    {"seq-len-range", "seq_len", S::Base, "seq_len outside 1 .. 16,777,216"},
+    {"micro-batch-range", "micro_batch", S::Base, "micro_batch outside 1 .. 1,048,576"},
+    {"grad-accum-range", "grad_accum", S::Base, "grad_accum outside 1 .. 16,777,216"},
+    {"gpus-range", "gpus", S::Base, "gpus outside 1 .. 1,048,576"},
+    {"gpus-per-node-range", "gpus_per_node", S::Base, "gpus_per_node below 1"},
+    {"zero-range", "zero", S::Base, "zero not one of 0, 1, 2, 3"},
+    {"layout-positive", "tp", S::Base, "tp, pp, dp, ep and vp must be at least 1"},
+    {"world-equals-layout", "gpus", S::Pipeline, "tp x pp x dp differs from the GPU count"},
+    {"tp-divides-heads", "tp", S::TensorParallel, "tp does not divide the attention heads"},
+    {"tp-divides-kv-heads", "tp", S::TensorParallel, "tp does not divide the key/value heads"},
+    {"tp-divides-ffn", "tp", S::TensorParallel, "tp does not divide the FFN width"},
+    {"tp-within-node", "tp", S::TensorParallel, "tp spans nodes"},
+    {"pp-vp-within-layers", "pp", S::Schedule, "pp x vp exceeds the layers"},
+    {"vp-needs-interleaved", "vp", S::Schedule, "vp > 1 without the interleaved schedule"},
+    {"interleaved-needs-pp", "schedule", S::Schedule, "interleaved schedule with pp < 2"},
+    {"interleaved-divides-layers", "vp", S::Schedule, "layers do not split into pp x vp chunks"},
+    {"ep-needs-moe", "ep", S::Experts, "ep > 1 on a dense model"},
+    {"ep-divides-experts", "ep", S::Experts, "ep does not divide the experts"},
+    {"ep-divides-dp", "ep", S::Experts, "ep does not divide dp"},
+    {"global-batch-divides", "global_batch", S::Batch, "global batch not divisible by micro-batch x dp"},
+    {"interleave-needs-microbatches", "grad_accum", S::Batch,
+     "interleaved schedule with micro-batches not a multiple of pp"},
+    {"zero-with-pipeline", "zero", S::Setup, "ZeRO-2/3 combined with pipeline parallelism"},
+    {"param-offload-needs-zero3", "param_offload", S::Setup, "parameter offload without ZeRO-3"},
+    {"optimizer-offload-needs-zero", "optimizer_offload", S::Setup, "optimizer offload without ZeRO"},
+    {"lora-rank-positive", "lora_rank", S::Base, "LoRA rank below 1"},
+    {"lora-targets-non-empty", "lora_targets", S::Base, "LoRA without target modules"},
+    {"fp8-needs-hardware", "precision", S::Base, "fp8-mixed on a GPU without FP8 tensor cores"},
+    {"seq-within-learned-positions", "seq_len", S::Base, "seq_len beyond learned position embeddings"},
+    {"gpu-has-memory", "gpu", S::Base, "GPU without memory capacity"},
+};
+
+static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == kRuleCount, "one RuleInfo per Rule");
+
+std::string num(std::int64_t v) { return std::to_string(v); }
+std::int64_t ffn_of(const ModelSpec& m) { return m.is_moe() ? m.moe.expert_ffn : m.ffn; }
+std::int64_t chunks(const ParallelLayout& p) { return std::int64_t{p.pp} * p.vp; }
+
+// One row of the rule table: `broken` decides, `message` explains (built only
+// for validation, never in the search's inner loop).
+struct Check {
+    Rule rule;
+    const char* key;  // key of this violation (range rules have one row per key)
+    bool (*broken)(const Scenario&, const RuleOptions&);
+    std::string (*message)(const Scenario&, const RuleOptions&);
+};
+
+#define T(s) const Scenario& s, const RuleOptions&
+#define TO(s, o) const Scenario& s, const RuleOptions& o
+
+std::string at_least(const char* key, std::int64_t v, std::int64_t lo) {
+    return std::string(key) + " = " + num(v) + " must be at least " + num(lo);
+}
+std::string range(const char* key, std::int64_t v, std::int64_t lo, std::int64_t hi) {
+    return v < lo ? at_least(key, v, lo) : std::string(key) + " = " + num(v) + " exceeds the supported maximum " + num(hi);
+}
+
+const Check kRanges[] = {
+    {Rule::SeqLenRange, "seq_len", [](T(s)) { return s.setup.seq_len < 1 || s.setup.seq_len > 16 * 1024 * 1024; },
+     [](T(s)) { return range("seq_len", s.setup.seq_len, 1, 16 * 1024 * 1024); }},
+    {Rule::MicroBatchRange, "micro_batch", [](T(s)) { return s.setup.micro_batch < 1 || s.setup.micro_batch > (1 << 20); },
+     [](T(s)) { return range("micro_batch", s.setup.micro_batch, 1, 1 << 20); }},
+    {Rule::GradAccumRange, "grad_accum", [](T(s)) { return s.setup.grad_accum < 1 || s.setup.grad_accum > (1 << 24); },
+     [](T(s)) { return range("grad_accum", s.setup.grad_accum, 1, 1 << 24); }},
+    {Rule::GpusRange, "gpus", [](T(s)) { return s.cluster.num_gpus < 1 || s.cluster.num_gpus > (1 << 20); },
+     [](T(s)) { return range("gpus", s.cluster.num_gpus, 1, 1 << 20); }},
+    {Rule::GpusPerNodeRange, "gpus_per_node", [](T(s)) { return s.cluster.gpus_per_node < 1; },
+     [](T(s)) { return at_least("gpus_per_node", s.cluster.gpus_per_node, 1); }},
+    {Rule::ZeroRange, "zero", [](T(s)) { return s.setup.zero_stage < 0 || s.setup.zero_stage > 3; },
+     [](T(s)) { return "zero = " + num(s.setup.zero_stage) + " must be one of 0, 1, 2, 3"; }},
+    {Rule::LayoutPositive, "tp", [](T(s)) { return s.setup.layout.tp < 1; }, [](T(s)) { return at_least("tp", s.setup.layout.tp, 1); }},
+    {Rule::LayoutPositive, "pp", [](T(s)) { return s.setup.layout.pp < 1; }, [](T(s)) { return at_least("pp", s.setup.layout.pp, 1); }},
+    {Rule::LayoutPositive, "dp", [](T(s)) { return s.setup.layout.dp < 1; }, [](T(s)) { return at_least("dp", s.setup.layout.dp, 1); }},
+    {Rule::LayoutPositive, "ep", [](T(s)) { return s.setup.layout.ep < 1; }, [](T(s)) { return at_least("ep", s.setup.layout.ep, 1); }},
+    {Rule::LayoutPositive, "vp", [](T(s)) { return s.setup.layout.vp < 1; }, [](T(s)) { return at_least("vp", s.setup.layout.vp, 1); }},
+};
+
+const Check kStructural[] = {
+    {Rule::WorldEqualsLayout, "gpus", [](T(s)) { return s.setup.layout.world() != s.cluster.num_gpus; },
+     [](T(s)) {
+         const ParallelLayout& p = s.setup.layout;
+         return "tp x pp x dp = " + num(p.tp) + " x " + num(p.pp) + " x " + num(p.dp) + " = " + num(p.world()) +
+                " must equal gpus = " + num(s.cluster.num_gpus);
+     }},
+    {Rule::TpDividesHeads, "tp", [](T(s)) { return s.model.num_heads % s.setup.layout.tp != 0; },
+     [](T(s)) { return "tp = " + num(s.setup.layout.tp) + " must divide num_heads = " + num(s.model.num_heads); }},
+    // Megatron-LM splits attention into whole query groups per rank.
+    {Rule::TpDividesKvHeads, "tp",
+     [](T(s)) { return s.model.num_heads % s.setup.layout.tp == 0 && s.model.num_kv_heads % s.setup.layout.tp != 0; },
+     [](T(s)) {
+         return "tp = " + num(s.setup.layout.tp) + " must divide num_kv_heads = " + num(s.model.num_kv_heads) +
+                " (Megatron requires whole query groups per rank)";
+     }},
+    {Rule::TpDividesFfn, "tp", [](T(s)) { return ffn_of(s.model) % s.setup.layout.tp != 0; },
+     [](T(s)) { return "tp = " + num(s.setup.layout.tp) + " must divide ffn_hidden_size = " + num(ffn_of(s.model)); }},
+    {Rule::TpWithinNode, "tp", [](TO(s, o)) { return o.tp_within_node && s.setup.layout.tp > s.cluster.gpus_per_node; },
+     [](T(s)) {
+         return "tp = " + num(s.setup.layout.tp) + " exceeds gpus_per_node = " + num(s.cluster.gpus_per_node) +
+                " (tensor parallelism across nodes)";
+     }},
+    {Rule::PpVpWithinLayers, "pp", [](T(s)) { return s.model.num_layers < chunks(s.setup.layout); },
+     [](T(s)) { return "pp x vp = " + num(chunks(s.setup.layout)) + " exceeds num_layers = " + num(s.model.num_layers); }},
+    {Rule::VpNeedsInterleaved, "vp", [](T(s)) { return s.setup.layout.vp > 1 && s.setup.layout.schedule != Schedule::Interleaved; },
+     [](T(s)) { return "vp = " + num(s.setup.layout.vp) + " needs the interleaved schedule (schedule = \"interleaved\")"; }},
+    {Rule::InterleavedNeedsPp, "schedule",
+     [](T(s)) { return s.setup.layout.schedule == Schedule::Interleaved && s.setup.layout.pp < 2; },
+     [](T(s)) { return "the interleaved schedule needs pp >= 2, got pp = " + num(s.setup.layout.pp); }},
+    {Rule::InterleavedDividesLayers, "vp",
+     [](T(s)) {
+         const ParallelLayout& p = s.setup.layout;
+         return p.schedule == Schedule::Interleaved && p.pp >= 2 && s.model.num_layers % chunks(p) != 0;
+     },
+     [](T(s)) {
+         return "num_layers = " + num(s.model.num_layers) + " must be divisible by pp x vp = " + num(chunks(s.setup.layout)) +
+                " for the interleaved schedule";
+     }},
+    {Rule::EpNeedsMoe, "ep", [](T(s)) { return s.setup.layout.ep > 1 && !s.model.is_moe(); },
+     [](T(s)) { return "ep = " + num(s.setup.layout.ep) + " needs a mixture-of-experts model; " + s.model.name + " is dense"; }},
+    {Rule::EpDividesExperts, "ep",
+     [](T(s)) { return s.setup.layout.ep > 1 && s.model.is_moe() && s.model.moe.num_experts % s.setup.layout.ep != 0; },
+     [](T(s)) { return "ep = " + num(s.setup.layout.ep) + " must divide num_experts = " + num(s.model.moe.num_experts); }},
+    {Rule::EpDividesDp, "ep",
+     [](T(s)) {
+         const ParallelLayout& p = s.setup.layout;
+         return p.ep > 1 && s.model.is_moe() && s.model.moe.num_experts % p.ep == 0 && p.dp % p.ep != 0;
+     },
+     [](T(s)) {
+         return "ep = " + num(s.setup.layout.ep) + " must divide dp = " + num(s.setup.layout.dp) +
+                " (experts are sharded inside the data-parallel group)";
+     }},
+    {Rule::GlobalBatchDivides, "global_batch",
+     [](TO(s, o)) { return o.global_batch > 0 && o.global_batch % (s.setup.micro_batch * s.setup.layout.dp) != 0; },
+     [](TO(s, o)) {
+         return "global_batch = " + num(o.global_batch) + " must be a multiple of micro_batch x dp = " + num(s.setup.micro_batch) +
+                " x " + num(s.setup.layout.dp);
+     }},
+    // Megatron-Core refuses an interleaved schedule whose micro-batch count is not a
+    // multiple of the pipeline size: forward_backward_pipelining_with_interleaving
+    // (megatron/core/pipeline_parallel/schedules.py, core v0.7) raises "number of
+    // microbatches (m) is not divisible by pipeline-model-parallel-size (p) when
+    // using interleaved schedule". In particular m < p is rejected.
+    {Rule::InterleaveNeedsMicrobatches, "grad_accum",
+     [](T(s)) {
+         const ParallelLayout& p = s.setup.layout;
+         return p.schedule == Schedule::Interleaved && p.pp >= 2 && s.setup.grad_accum % p.pp != 0;
+     },
+     [](T(s)) {
+         return "grad_accum = " + num(s.setup.grad_accum) + " micro-batches per step must be a multiple of pp = " +
+                num(s.setup.layout.pp) + " for the interleaved schedule (Megatron-LM rejects it)";
+     }},
+    {Rule::ZeroWithPipeline, "zero", [](T(s)) { return s.setup.zero_stage >= 2 && s.setup.layout.pp > 1; },
+     [](T(s)) {
+         return "zero = " + num(s.setup.zero_stage) + " cannot be combined with pp = " + num(s.setup.layout.pp) +
+                " (DeepSpeed and Megatron allow only ZeRO-1 with pipeline parallelism)";
+     }},
+    {Rule::ParamOffloadNeedsZero3, "param_offload", [](T(s)) { return s.setup.param_offload != Offload::None && s.setup.zero_stage != 3; },
+     [](T(s)) {
+         return "param_offload = \"" + std::string(to_string(s.setup.param_offload)) +
+                "\" needs zero = 3 (ZeRO-Infinity), got zero = " + num(s.setup.zero_stage);
+     }},
+    {Rule::OptimizerOffloadNeedsZero, "optimizer_offload",
+     [](T(s)) { return s.setup.optimizer_offload != Offload::None && s.setup.zero_stage == 0; },
+     [](T(s)) {
+         return "optimizer_offload = \"" + std::string(to_string(s.setup.optimizer_offload)) +
+                "\" needs zero >= 1 (ZeRO-Offload), got zero = 0";
+     }},
+    {Rule::LoraRankPositive, "lora_rank", [](T(s)) { return s.setup.method != Method::Full && s.setup.lora.rank < 1; },
+     [](T(s)) { return at_least("lora_rank", s.setup.lora.rank, 1); }},
+    {Rule::LoraTargetsNonEmpty, "lora_targets", [](T(s)) { return s.setup.method != Method::Full && s.setup.lora.targets == 0; },
+     [](const Scenario&, const RuleOptions&) { return std::string("lora_targets must name at least one module"); }},
+    {Rule::Fp8NeedsHardware, "precision",
+     [](T(s)) { return s.setup.precision == Precision::FP8Mixed && s.cluster.gpu.fp8_flops <= 0; },
+     [](T(s)) { return "precision = \"fp8-mixed\" needs FP8 tensor cores; " + s.cluster.gpu.name + " has none"; }},
+    {Rule::SeqWithinLearnedPositions, "seq_len",
+     [](T(s)) { return s.model.position == PositionKind::Learned && s.setup.seq_len > s.model.max_seq_len; },
+     [](T(s)) {
+         return "seq_len = " + num(s.setup.seq_len) + " exceeds max_seq_len = " + num(s.model.max_seq_len) + " of " + s.model.name +
+                " (learned position embeddings cannot extrapolate)";
+     }},
+    {Rule::GpuHasMemory, "gpu", [](T(s)) { return s.cluster.gpu.capacity_bytes <= 0; },
+     [](T(s)) { return "GPU " + s.cluster.gpu.id + " has no memory capacity"; }},
+};
+
+#undef T
+#undef TO
+
+}  // namespace
+
+const RuleInfo& rule_info(Rule r) { return kInfo[static_cast<std::size_t>(r)]; }
+
+std::vector<Violation> check_rules(const Scenario& s, const RuleOptions& opt) {
+    std::vector<Violation> out;
+    for (const Check& c : kRanges)
+        if (c.broken(s, opt)) out.push_back({c.rule, c.key, c.message(s, opt)});
+    if (!out.empty()) return out;
+    for (const Check& c : kStructural)
+        if (c.broken(s, opt)) out.push_back({c.rule, c.key, c.message(s, opt)});
+    return out;
+}
+
+std::optional<Rule> first_broken(const Scenario& s, RuleStage stage, const RuleOptions& opt) {
+    for (const Check& c : kStructural)
+        if (rule_info(c.rule).stage == stage && c.broken(s, opt)) return c.rule;
+    return std::nullopt;
+}
+
+std::vector<Diagnostic> validate(const Scenario& s) {
+    std::vector<Diagnostic> out;
+    for (Violation& v : check_rules(s)) out.push_back({"", 0, 0, v.key, std::move(v.message)});
+    return out;
+}
+
+}  // namespace trainplan
