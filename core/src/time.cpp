@@ -301,15 +301,16 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     const int nodes = cl.inter_node.bandwidth_Bps > 0 ? plan.dp_group.nodes : 1;
     double intra_bytes = 0, inter_bytes = 0;  // per rank, one pass
     // Hierarchical collectives over the whole data-parallel group.
-    auto dp_allreduce = [&](double bytes) {
-        intra_bytes += allreduce_bytes(bytes, per_node);
-        inter_bytes += allreduce_bytes(bytes / per_node, nodes);
-        return allreduce_s(bytes, per_node, intra) + allreduce_s(bytes / per_node, nodes, inter);
+    // `times` collectives of `bytes` each.
+    auto dp_allreduce = [&](double bytes, double times = 1) {
+        intra_bytes += times * allreduce_bytes(bytes, per_node);
+        inter_bytes += times * allreduce_bytes(bytes / per_node, nodes);
+        return times * (allreduce_s(bytes, per_node, intra) + allreduce_s(bytes / per_node, nodes, inter));
     };
-    auto dp_allgather = [&](double bytes) {  // reduce-scatter moves the same volume
-        intra_bytes += allgather_bytes(bytes, per_node);
-        inter_bytes += allgather_bytes(bytes / per_node, nodes);
-        return allgather_s(bytes, per_node, intra) + allgather_s(bytes / per_node, nodes, inter);
+    auto dp_allgather = [&](double bytes, double times = 1) {  // reduce-scatter moves the same volume
+        intra_bytes += times * allgather_bytes(bytes, per_node);
+        inter_bytes += times * allgather_bytes(bytes / per_node, nodes);
+        return times * (allgather_s(bytes, per_node, intra) + allgather_s(bytes / per_node, nodes, inter));
     };
     const bool grads = full || trainable > 0;
     if (t.zero_stage >= 3 && plan.hybrid) {
@@ -339,7 +340,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         // on 8 x A100 at micro-batch 2 without recompute: 59.6 % MFU
         // measured, 59 % with the collectives exposed, 77 % if hidden.
         const double latency = 3.0 * c.max_layers * (nodes > 1 ? inter.latency_s : intra.latency_s);
-        const double per_mb = 2.0 * dp_allgather(w16) + (grads ? dp_allgather(grad_bytes) : 0) + latency;
+        const double per_mb = dp_allgather(w16, 2) + (grads ? dp_allgather(grad_bytes) : 0) + latency;
         tb.dp_comm_s = c.micro_batches * per_mb;
         tb.dp_exposed_s = tb.dp_comm_s;
         tb.dp_intra_bytes = c.micro_batches * intra_bytes;
