@@ -10,9 +10,10 @@ double activation_bytes_per_elem(Precision p) {
 
 double StepGraph::model_params(std::int64_t layers, bool trainable_only) const {
     double p = 0;
-    for (const OpDef& o : ops) {
-        if (trainable_only && !o.weight.trainable) continue;
-        p += o.weight.params * (o.site == Site::Layer ? static_cast<double>(layers) : 1.0);
+    for (int site = 0; site < 3; ++site) {
+        const WeightSums& w = weights[site];
+        const double n = site == static_cast<int>(Site::Layer) ? static_cast<double>(layers) : 1.0;
+        for (int b = 0; b < 3; ++b) p += n * (w.trainable[b] + (trainable_only ? 0 : w.frozen_linear[b] + w.frozen_other[b]));
     }
     return p;
 }
@@ -379,11 +380,16 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // reads the logits, writes the fp32 probabilities and the fp32 gradient.
         const int logits = b.tensor("logits", V, a, TP);
         b.g.tensors.back().logits = true;
-        OpDef& loss = b.elementwise("loss", OpRole::Loss, OpKind::Elementwise, TP, V * (a + 4 + 4), {logits});
-        loss.bwd_hbm_factor = 1;
+        OpDef& loss = b.elementwise("loss", OpRole::Loss, OpKind::Elementwise, TP, 0, {logits});
         const int fp32 = b.tensor("logits_fp32", V, 4.0, TP);
         b.g.tensors.back().logits = true;
-        b.g.ops.back().saves.push_back(fp32);
+        loss.saves.push_back(fp32);
+        // HBM traffic from the same tensors: read the logits, write the fp32
+        // copy, write the fp32 gradient of the logits; as much again backward.
+        const TensorDef& l16 = b.g.tensors[static_cast<size_t>(logits)];
+        const TensorDef& l32 = b.g.tensors[static_cast<size_t>(fp32)];
+        loss.hbm_bytes_per_token = l16.elems_per_token * l16.bytes_per_elem + 2 * l32.elems_per_token * l32.bytes_per_elem;
+        loss.bwd_hbm_factor = 1;
     }
 
     // --- stored bytes per recompute policy
@@ -397,6 +403,17 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     g.logits = saved_coeffs(g, Site::Last, false, true);
     for (const OpDef& o : g.ops)
         if (o.site == Site::Layer && o.selective_recompute) g.selective_flops_per_token_sq += o.flops_per_token_sq;
+    for (const OpDef& o : g.ops) {
+        const WeightDef& w = o.weight;
+        WeightSums& ws = g.weights[static_cast<int>(o.site)];
+        if (w.tied_copy) {
+            ws.tied_copy += o.gemm_k * o.gemm_n;
+            ws.tied_copy_trainable = base_trained;
+        }
+        if (w.params == 0) continue;
+        const int bucket = w.shard == ShardClass::Expert ? WeightSums::Expert : w.tp_split ? WeightSums::TensorParallel : WeightSums::Replicated;
+        (w.trainable ? ws.trainable : w.quantizable() ? ws.frozen_linear : ws.frozen_other)[bucket] += w.params;
+    }
     // Frozen base weights (LoRA / QLoRA) have no weight gradient.
     for (OpDef& o : g.ops)
         if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = !lora;

@@ -71,21 +71,25 @@ ShardPlan shard_plan(const Scenario& s) {
 
 StageParams stage_params(const StepGraph& g, const ShardPlan& p, double layers, bool first, bool last) {
     StageParams sp;
-    const double tp = p.tp, ep = p.ep;
-    for (const OpDef& o : g.ops) {
-        const WeightDef& w = o.weight;
-        const double copies = o.site == Site::Layer ? layers : o.site == Site::First ? (first ? 1.0 : 0.0) : (last ? 1.0 : 0.0);
-        if (copies == 0) continue;
-        double params = w.params;
+    const double div[3] = {static_cast<double>(p.tp), 1.0, static_cast<double>(p.tp) * p.ep};
+    const double count[3] = {first ? 1.0 : 0.0, layers, last ? 1.0 : 0.0};  // Site::First, Layer, Last
+    for (int site = 0; site < 3; ++site) {
+        if (count[site] == 0) continue;
+        const WeightSums& w = g.weights[site];
+        for (int b = 0; b < 3; ++b) {
+            const double k = count[site] / div[b];
+            double& all = b == WeightSums::Expert ? sp.expert : sp.dense;
+            (b == WeightSums::Expert ? sp.trainable_expert : sp.trainable_dense) += k * w.trainable[b];
+            (b == WeightSums::Expert ? sp.frozen_linear_expert : sp.frozen_linear_dense) += k * w.frozen_linear[b];
+            sp.frozen_other += k * w.frozen_other[b];
+            all += k * (w.trainable[b] + w.frozen_linear[b] + w.frozen_other[b]);
+        }
         // Megatron keeps a copy of tied word embeddings on the last stage.
-        if (w.tied_copy && p.pp > 1) params += o.gemm_k * o.gemm_n;
-        if (params == 0) continue;
-        const bool expert = w.shard == ShardClass::Expert;
-        const double local = copies * params / (w.tp_split ? tp : 1.0) / (expert ? ep : 1.0);
-        (expert ? sp.expert : sp.dense) += local;
-        if (w.trainable) (expert ? sp.trainable_expert : sp.trainable_dense) += local;
-        else if (w.quantizable()) (expert ? sp.frozen_linear_expert : sp.frozen_linear_dense) += local;
-        else sp.frozen_other += local;
+        if (w.tied_copy > 0 && p.pp > 1) {
+            const double copy = count[site] * w.tied_copy / p.tp;
+            sp.dense += copy;
+            (w.tied_copy_trainable ? sp.trainable_dense : sp.frozen_other) += copy;
+        }
     }
     return sp;
 }

@@ -353,7 +353,8 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     // all-gather the updated 16-bit weights after the step; that gather hides
     // behind the next forward only with --overlap-param-gather (comm_overlap).
     const double overlap = stage_bwd / c.clock;
-    const double last_bucket = 25e6 / std::max(1.0, c.link(plan.dp_group.tier).bus_Bps);
+    // The last gradient bucket (one of the two DDP buckets in flight, memory_defaults()) is never hidden.
+    const double last_bucket = memory_defaults().grad_bucket_bytes / 2 / std::max(1.0, c.link(plan.dp_group.tier).bus_Bps);
     if (t.zero_stage >= 1) {
         const double rs = dp_allgather(grad_bytes);
         const double ag = dp_allgather(c.crit.trainable() * 2.0);

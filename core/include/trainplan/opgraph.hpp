@@ -127,6 +127,17 @@ struct ActivationCoeffs {
     }
 };
 
+// The weights of one site summed by how sharding treats them (the builder fills
+// them from the ops, so estimates need not walk the ops for parameters).
+struct WeightSums {
+    enum Bucket { TensorParallel = 0, Replicated = 1, Expert = 2 };  // divided by t, 1, t x ep
+    double trainable[3] = {0, 0, 0};
+    double frozen_linear[3] = {0, 0, 0};  // frozen base linear layers (QLoRA: 4-bit)
+    double frozen_other[3] = {0, 0, 0};   // frozen norms, embeddings, router
+    double tied_copy = 0;                 // tied-embedding copy (TP-split), counted when pp > 1
+    bool tied_copy_trainable = false;
+};
+
 struct StepGraph {
     std::vector<TensorDef> tensors;
     std::vector<OpDef> ops;               // all sites, in execution order
@@ -138,6 +149,7 @@ struct StepGraph {
     ActivationCoeffs logits;              // the loss's logits copies, one micro-batch
     // Selective recompute repeats these forward FLOPs per layer (per token per key).
     double selective_flops_per_token_sq = 0;
+    WeightSums weights[3];                // indexed by Site: First, Layer, Last
 
     // Stored bytes per layer under a recompute policy.
     [[nodiscard]] const ActivationCoeffs& stored(Recompute r) const {
