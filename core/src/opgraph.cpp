@@ -24,6 +24,10 @@ class Builder {
 public:
     StepGraph g;
     Site site = Site::Layer;
+    Builder() {
+        g.ops.reserve(64);
+        g.tensors.reserve(64);
+    }
 
     int tensor(std::string name, double per_token, double bytes, Split split, double per_token_sq = 0) {
         TensorDef t;

@@ -157,7 +157,6 @@ AttentionEfficiency Policy::attention(const std::string& arch, AttentionKernel k
     }
     AttentionEfficiency e;
     e.fallback = row == nullptr;
-    e.architecture = row ? arch : fallback_arch_;
     const Attn& a = row ? *row : *fb;
     e.value = k == AttentionKernel::Flash1 ? a.flash1 : k == AttentionKernel::Flash2 ? a.flash2 : a.flash3;
     return e;

@@ -20,7 +20,9 @@ Efficiencies efficiencies(const GpuSpec& g, AttentionKernel k) {
     e.hbm = g.memory_bandwidth_efficiency > 0 ? g.memory_bandwidth_efficiency : pol.hbm_efficiency;
     // Fused attention per architecture x kernel generation; an architecture
     // without a row takes the fallback row (architecture_warning() says so).
-    e.attention_fwd = e.attention_bwd = pol.attention(g.architecture, k).value;
+    const AttentionEfficiency a = pol.attention(g.architecture, k);
+    e.attention_fwd = e.attention_bwd = a.value;
+    e.attention_fallback = a.fallback;
     e.kernel_overhead_s = pol.kernel_overhead_s;
     return e;
 }
@@ -162,11 +164,14 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
     p.bwd += bwd;
 }
 
-PassTimes site_times(const TimeContext& c, Site site) {
-    PassTimes p;
-    for (const OpDef& o : c.g.ops)
-        if (o.site == site) op_times(c, o, p);
-    return p;
+// All ops in one pass: forward / backward per site (First, Layer, Last).
+struct SiteTimes {
+    PassTimes site[3];
+};
+SiteTimes site_times(const TimeContext& c) {
+    SiteTimes st;
+    for (const OpDef& o : c.g.ops) op_times(c, o, st.site[static_cast<int>(o.site)]);
+    return st;
 }
 
 Hw make_hw(const Scenario& s) {
@@ -199,9 +204,10 @@ Hw make_hw(const Scenario& s) {
 // one stage holds both ends.
 void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, double& stage_bwd) {
     const TrainingSetup& t = c.s.setup;
-    const PassTimes lt = site_times(c, Site::Layer);
-    const PassTimes head = site_times(c, Site::Last);
-    const PassTimes emb = t.layout.pp == 1 ? site_times(c, Site::First) : PassTimes{};
+    const SiteTimes st = site_times(c);
+    const PassTimes& lt = st.site[static_cast<int>(Site::Layer)];
+    const PassTimes& head = st.site[static_cast<int>(Site::Last)];
+    const PassTimes emb = t.layout.pp == 1 ? st.site[static_cast<int>(Site::First)] : PassTimes{};
     const double L = c.max_layers;
     stage_fwd = L * lt.fwd + head.fwd + emb.fwd;
     stage_bwd = L * lt.bwd + head.bwd + emb.bwd;
@@ -475,7 +481,8 @@ TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {
     c.crit = a.total() >= b.total() ? a : b;
 
     TimeEstimate est;
-    if (auto w = architecture_warning(s.cluster.gpu)) est.warnings.push_back(*w);
+    if (c.hw.eff.attention_fallback)
+        if (auto w = architecture_warning(s.cluster.gpu)) est.warnings.push_back(*w);
     double stage_fwd = 0, stage_bwd = 0;
     compute_terms(c, est, stage_fwd, stage_bwd);
     model_parallel_terms(c, est);

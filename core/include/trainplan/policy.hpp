@@ -23,9 +23,8 @@ struct LinkDefaults {
 };
 
 struct AttentionEfficiency {
-    double value = 0;            // fraction of the 16-bit peak
-    std::string architecture;    // the table row used
-    bool fallback = false;       // the GPU's architecture has no row: `architecture` is the fallback
+    double value = 0;        // fraction of the 16-bit peak
+    bool fallback = false;   // the GPU's architecture has no row: the fallback row's value
 };
 
 class Policy {

@@ -21,6 +21,7 @@ struct Efficiencies {
     double attention_fwd = 0;    // FlashAttention forward, fraction of peak
     double attention_bwd = 0;    // FlashAttention backward
     double kernel_overhead_s = 0;  // idle gap per kernel launch
+    bool attention_fallback = false;  // the GPU's architecture has no policy row (see architecture_warning())
 };
 [[nodiscard]] Efficiencies efficiencies(const GpuSpec& g, AttentionKernel k = AttentionKernel::Flash2);
 
