@@ -61,3 +61,12 @@ TEST_CASE("a broken defaults file names the key and line", "[policy][bad-input]"
     CHECK(d.line > 0);
     CHECK(d.to_string().find("efficiency.hbm = -1") != std::string::npos);
 }
+
+TEST_CASE("trainplan simulate prints the unknown-architecture warning", "[policy][cli]") {
+    // tests/data/unknown-arch: the A100-80GB preset with architecture = "rubin".
+    const auto r = tp_test::cli({"simulate", "llama-2-7b", "--gpu", "rubin-x", "--presets", tp_test::data("unknown-arch")});
+    CHECK(r.code == 0);
+    CHECK(r.err ==
+          "warning: GPU rubin-x: architecture = \"rubin\" is not in data/defaults.toml [attention]; using the \"ampere\" attention "
+          "efficiencies\n");
+}
