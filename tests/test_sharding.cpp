@@ -132,3 +132,32 @@ TEST_CASE("ZeRO-3 on one GPU shards and gathers nothing: no more memory than ZeR
     CHECK(z3["weights_bytes"].get<double>() + z3["gradients_bytes"].get<double>() + z3["optimizer_bytes"].get<double>() ==
           Approx(16 * 6'738'415'616.0).epsilon(1e-12));
 }
+
+TEST_CASE("expert parallelism: experts split by EP, their states sharded over DP / EP", "[sharding][memory]") {
+    // Mixtral-8x7B on 16 GPUs, EP 4 inside DP 16, ZeRO-1. Per layer the 8 experts
+    // hold 8 x 3 x 4096 x 14336 = 1,409,286,144 parameters; each GPU keeps 2 of
+    // them (1/4) and their optimizer states over the 16 / 4 = 4 ranks that hold
+    // the same experts (DeepSpeed-MoE expert data parallelism).
+    Scenario s;
+    s.model = tp_test::model("mixtral-8x7b");
+    s.cluster.gpu = tp_test::gpu("h100-sxm");
+    s.cluster.num_gpus = 16;
+    s.cluster.gpus_per_node = 8;
+    s.setup.layout = {1, 1, 16, 4, 1, false, Schedule::OneF1B};
+    s.setup.zero_stage = 1;
+    REQUIRE(validate(s).empty());
+    const ShardPlan p = shard_plan(s);
+    CHECK(p.expert_shard == 4);
+    CHECK(p.expert.optimizer == 4);
+    CHECK(p.dense.optimizer == 16);
+    CHECK(p.ep_group.tier == Tier::IntraNode);
+    const StepGraph g = build_step_graph(s.model, s.setup);
+    const StageParams one_layer = stage_params(g, p, 1, false, false);
+    CHECK(one_layer.expert == 1'409'286'144.0 / 4);
+    // Optimizer bytes per GPU (DeepSpeed: 12 B per param incl. the fp32 master):
+    // the experts' 12 x 32 x 1,409,286,144 / 4 over 4 ranks plus everything else over 16.
+    const ParamCounts pc = count_params(s.model);
+    const double experts = 32 * 1'409'286'144.0;
+    const double expected = 12 * (experts / 4) / 4 + 12 * (static_cast<double>(pc.total) - experts) / 16;
+    CHECK(estimate_memory(s).peak().optimizer == Approx(expected).epsilon(1e-12));
+}
