@@ -87,6 +87,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     const TimeBreakdown& t = te.time;
     const Throughput& th = te.throughput;
     const CostEstimate& c = te.cost;
+    for (const Diagnostic& w : te.warnings) err << "warning: " << w.message << '\n';
 
     if (o.json) {
         nlohmann::json j = scenario_json(s);
@@ -94,7 +95,8 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
         j["time"] = {{"step_s", t.step_s}, {"compute_s", t.compute_s}, {"communication_s", t.communication_s},
                      {"bubble_s", t.bubble_s}, {"optimizer_s", t.optimizer_s}, {"offload_s", t.offload_s}, {"data_s", t.data_s},
                      {"recompute_s", t.recompute_s}, {"thermal_s", t.thermal_s}, {"tp_comm_s", t.tp_comm_s}, {"pp_comm_s", t.pp_comm_s},
-                     {"dp_comm_s", t.dp_comm_s}, {"dp_exposed_s", t.dp_exposed_s}, {"ep_comm_s", t.ep_comm_s}};
+                     {"dp_comm_s", t.dp_comm_s}, {"dp_exposed_s", t.dp_exposed_s}, {"ep_comm_s", t.ep_comm_s},
+                     {"dp_intra_node_bytes", t.dp_intra_bytes}, {"dp_inter_node_bytes", t.dp_inter_bytes}};
         j["throughput"] = {{"tokens_per_s", th.tokens_per_s}, {"samples_per_s", th.samples_per_s},
                            {"tflops_per_gpu", th.model_tflops_per_gpu}, {"hardware_tflops_per_gpu", th.hardware_tflops_per_gpu},
                            {"mfu", th.mfu}, {"hfu", th.hfu}, {"model_flops_per_token", th.model_flops_per_token},

@@ -1,6 +1,7 @@
 // Candidate hardware the front ends offer: the cluster a sizing candidate GPU
 // comes in, the priced GPU presets, and the hardware alternatives advise may propose.
 #include "trainplan/app/candidates.hpp"
+#include "trainplan/policy.hpp"
 
 #include <algorithm>
 
@@ -25,8 +26,7 @@ Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::s
     if (!s) return s.error();
     ClusterSpec c = s->cluster;
     if (c.inter_node.id.empty()) {
-        const std::string arch = c.gpu.architecture;
-        auto l = load_link(presets, (arch == "hopper" || arch == "blackwell") ? "ib-ndr" : c.gpu.consumer ? "eth-100g" : "ib-hdr", "inter_node");
+        auto l = load_link(presets, default_inter_node_link_id(c.gpu), "inter_node");
         if (l) c.inter_node = *l;
     }
     return c;

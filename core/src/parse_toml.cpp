@@ -4,6 +4,7 @@
 #include "toml_reader.hpp"
 #include "trainplan/moves.hpp"
 #include "trainplan/io.hpp"
+#include "trainplan/policy.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan {
@@ -660,11 +661,8 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
         auto l = take(load_link(lookup, intra, "intra_node"));
         if (l) s.cluster.intra_node = *l;
     }
-    // Default fabric between nodes: the one DGX-class nodes of the GPU's
-    // generation ship with (8 x HDR for Ampere, 8 x NDR for Hopper/Blackwell;
-    // hardware-facts.toml dgx_a100 / dgx_h100 / dgx_b200).
-    const std::string& arch = s.cluster.gpu.architecture;
-    const std::string default_inter = (arch == "hopper" || arch == "blackwell") ? "ib-ndr" : "ib-hdr";
+    // Default fabric between nodes: policy data (data/defaults.toml [inter_node]).
+    const std::string default_inter = default_inter_node_link_id(s.cluster.gpu);
     std::string inter = in.inter_node ? *in.inter_node : node && !node->inter_node.empty() ? node->inter_node : default_inter;
     if (s.cluster.num_gpus > s.cluster.gpus_per_node || in.inter_node) {
         auto l = take(load_link(lookup, inter, "inter_node"));

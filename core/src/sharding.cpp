@@ -1,0 +1,97 @@
+#include "trainplan/sharding.hpp"
+
+#include <algorithm>
+
+namespace trainplan {
+
+const char* to_string(Tier t) {
+    switch (t) {
+        case Tier::Local: return "local";
+        case Tier::IntraNode: return "intra-node";
+        case Tier::InterNode: return "inter-node";
+    }
+    return "?";
+}
+
+StateDivisors zero_divisors(int zero_stage, double shard) {
+    const double d = std::max(1.0, shard);
+    return {zero_stage >= 3 ? d : 1.0, zero_stage >= 2 ? d : 1.0, zero_stage >= 1 ? d : 1.0};
+}
+
+namespace {
+
+// `size` ranks placed `stride` apart in the rank order (Megatron: TP innermost,
+// then PP, then DP), `per_node` of them in one node.
+ProcessGroup group(int size, int per_node, bool crosses_nodes) {
+    ProcessGroup g;
+    g.size = std::max(1, size);
+    g.per_node = std::clamp(per_node, 1, g.size);
+    g.nodes = (g.size + g.per_node - 1) / g.per_node;
+    g.tier = g.size <= 1 ? Tier::Local : crosses_nodes ? Tier::InterNode : Tier::IntraNode;
+    return g;
+}
+
+}  // namespace
+
+ShardPlan shard_plan(const Scenario& s) {
+    const ParallelLayout& lay = s.setup.layout;
+    const TrainingSetup& t = s.setup;
+    const int gpn = std::max(1, s.cluster.gpus_per_node);
+    const bool multi_node = s.cluster.num_nodes() > 1;
+    ShardPlan p;
+    p.tp = lay.tp;
+    p.pp = lay.pp;
+    p.dp = lay.dp;
+    p.ep = lay.ep;
+
+    // Placement: TP inside a node first, then PP, then DP (Megatron order).
+    const int mp = lay.tp * lay.pp;
+    p.tp_group = group(lay.tp, std::min(lay.tp, gpn), lay.tp > gpn);
+    p.pp_group = group(lay.pp, std::max(1, gpn / lay.tp), mp > gpn);
+    const int dp_per_node = std::max(1, std::min(lay.dp, gpn / std::max(1, mp)));
+    p.dp_group = group(lay.dp, dp_per_node, mp * lay.dp > gpn && multi_node);
+    p.ep_group = group(lay.ep, std::max(1, gpn / lay.tp), lay.ep * lay.tp > gpn);
+
+    // ZeRO / FSDP shard group; hybrid sharding keeps the shard inside the node
+    // and replicates it across nodes (PyTorch FSDP HYBRID_SHARD).
+    p.hybrid = t.fsdp == FsdpStrategy::HybridShard && lay.dp > dp_per_node;
+    if (p.hybrid) {
+        p.shard_group = group(dp_per_node, dp_per_node, false);
+        p.replica_group = group(lay.dp / dp_per_node, 1, true);
+    } else {
+        p.shard_group = p.dp_group;
+    }
+    const int shard = t.zero_stage >= 1 ? p.shard_group.size : 1;
+    p.expert_shard = std::max(1, shard / std::max(1, lay.ep));
+    p.dense = zero_divisors(t.zero_stage, shard);
+    p.expert = zero_divisors(t.zero_stage, p.expert_shard);
+    p.gathers_weights = t.zero_stage >= 3 && shard > 1;
+    return p;
+}
+
+StageParams stage_params(const StepGraph& g, const ShardPlan& p, double layers, bool first, bool last) {
+    StageParams sp;
+    const double div[3] = {static_cast<double>(p.tp), 1.0, static_cast<double>(p.tp) * p.ep};
+    const double count[3] = {first ? 1.0 : 0.0, layers, last ? 1.0 : 0.0};  // Site::First, Layer, Last
+    for (int site = 0; site < 3; ++site) {
+        if (count[site] == 0) continue;
+        const WeightSums& w = g.weights[site];
+        for (int b = 0; b < 3; ++b) {
+            const double k = count[site] / div[b];
+            double& all = b == WeightSums::Expert ? sp.expert : sp.dense;
+            (b == WeightSums::Expert ? sp.trainable_expert : sp.trainable_dense) += k * w.trainable[b];
+            (b == WeightSums::Expert ? sp.frozen_linear_expert : sp.frozen_linear_dense) += k * w.frozen_linear[b];
+            sp.frozen_other += k * w.frozen_other[b];
+            all += k * (w.trainable[b] + w.frozen_linear[b] + w.frozen_other[b]);
+        }
+        // Megatron keeps a copy of tied word embeddings on the last stage.
+        if (w.tied_copy > 0 && p.pp > 1) {
+            const double copy = count[site] * w.tied_copy / p.tp;
+            sp.dense += copy;
+            (w.tied_copy_trainable ? sp.trainable_dense : sp.frozen_other) += copy;
+        }
+    }
+    return sp;
+}
+
+}  // namespace trainplan
