@@ -64,7 +64,7 @@ TEST_CASE("a broken defaults file names the key and line", "[policy][bad-input]"
 
 TEST_CASE("trainplan simulate prints the unknown-architecture warning", "[policy][cli]") {
     // tests/data/unknown-arch: the A100-80GB preset with architecture = "rubin".
-    const auto r = tp_test::cli({"simulate", "llama-2-7b", "--gpu", "rubin-x", "--presets", tp_test::data("unknown-arch")});
+    const auto r = tp_test::cli({"simulate", "llama-2-7b", "--method", "lora", "--gpu", "rubin-x", "--presets", tp_test::data("unknown-arch")});
     CHECK(r.code == 0);
     CHECK(r.err ==
           "warning: GPU rubin-x: architecture = \"rubin\" is not in data/defaults.toml [attention]; using the \"ampere\" attention "
