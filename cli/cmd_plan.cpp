@@ -22,8 +22,8 @@ void setup_plan(CLI::App& app, PlanOptions& o) {
     app.add_flag("--max-micro-batch", o.q_max_mb, "Inverse query: the largest micro-batch that fits this layout")->group(g);
     app.add_flag("--max-seq-len", o.q_max_seq, "Inverse query: the longest sequence that fits this layout")->group(g);
     app.add_flag("--min-gpus", o.q_min_gpus, "Inverse query: the fewest GPUs with a layout that fits (and reaches --target-tokens-per-s)")->group(g);
-    app.add_option("--target-tokens-per-s", o.target_tps, "Throughput the fewest-GPUs query must reach")->group(g);
-    app.add_option("--max-gpus", o.max_gpus, "Upper limit for --min-gpus (default 65536)")->group(g);
+    add_option_field(app, "target_tokens_per_s", o.target_tps, g);
+    add_option_field(app, "max_gpus", o.max_gpus, g)->description("Upper limit for --min-gpus (default 65536)");
     app.add_flag("--json", o.json, "Machine-readable output");
     app.add_flag("--csv", o.csv, "CSV rows of the ranked layouts");
 }
@@ -60,6 +60,10 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     std::int64_t global_batch = 0;
     auto sc = simulate_scenario(o.sim, presets, &global_batch);
     if (!sc) return report_error(sc.error(), err);
+    std::vector<Diagnostic> option_errs;
+    const double target_tps = checked_option("target_tokens_per_s", o.target_tps, option_errs).value_or(0);
+    const int max_gpus = static_cast<int>(checked_option("max_gpus", o.max_gpus, option_errs).value_or(65536));
+    if (!option_errs.empty()) return report_error(Error(option_errs), err);
     const Scenario& s = *sc;
     if (global_batch == 0) global_batch = s.setup.global_batch();
     RankBy rank = RankBy::Throughput;
@@ -99,19 +103,19 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     }
     if (o.q_min_gpus) {
         PlanCandidate best;
-        const int n = min_gpus(s, space, o.target_tps, o.max_gpus, &best, o.threads, global_batch);
+        const int n = min_gpus(s, space, target_tps, max_gpus, &best, o.threads, global_batch);
         if (o.json) {
             nlohmann::json j{{"min_gpus", n}};
             if (n > 0) j["best"] = candidate_json(best);
             out << j.dump(2) << '\n';
         } else if (n > 0) {
             out << fmt::format("fewest GPUs{}: {} ({} nodes of {}), best layout {}, {:.0f} tokens/s, {} of {} per GPU\n",
-                               o.target_tps > 0 ? fmt::format(" reaching {:.0f} tokens/s", o.target_tps) : " that fit", n,
+                               target_tps > 0 ? fmt::format(" reaching {:.0f} tokens/s", target_tps) : " that fit", n,
                                best.scenario.cluster.num_nodes(), best.scenario.cluster.gpus_per_node, layout_text(best.scenario),
                                best.time.throughput.tokens_per_s, gb(best.memory.total), gb(best.memory.capacity));
         } else {
-            out << fmt::format("no GPU count up to {} has a layout that fits{}\n", o.max_gpus,
-                               o.target_tps > 0 ? " and reaches the target" : "");
+            out << fmt::format("no GPU count up to {} has a layout that fits{}\n", max_gpus,
+                               target_tps > 0 ? " and reaches the target" : "");
         }
         return n > 0 ? 0 : 1;
     }

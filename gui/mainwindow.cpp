@@ -330,20 +330,20 @@ void MainWindow::readInputs() {
     in.gpus_per_node = per_node_->value();
     if (intra_->currentIndex() > 0) in.intra_node = intra_->currentText().toStdString();
     if (inter_->currentIndex() > 0) in.inter_node = inter_->currentText().toStdString();
-    in.method = parse_method(method_->currentText().toStdString());
+    in.method = parse_enum<Method>(method_->currentText().toStdString());
     in.lora_rank = lora_rank_->value();
     in.lora_targets = parse_lora_targets(lora_targets_->currentText().toStdString());
-    in.quant = parse_quant(quant_->currentText().toStdString());
+    in.quant = parse_enum<QuantType>(quant_->currentText().toStdString());
     in.double_quant = double_quant_->isChecked();
     in.paged_optimizer = paged_->isChecked();
-    in.precision = parse_precision(precision_->currentText().toStdString());
-    in.optimizer = parse_optimizer(optimizer_->currentText().toStdString());
-    in.framework = parse_framework(framework_->currentText().toStdString());
+    in.precision = parse_enum<Precision>(precision_->currentText().toStdString());
+    in.optimizer = parse_enum<OptimizerKind>(optimizer_->currentText().toStdString());
+    in.framework = parse_enum<Framework>(framework_->currentText().toStdString());
     in.zero = zero_->currentText().toInt();
-    in.optimizer_offload = parse_offload(offload_->currentText().toStdString());
-    in.recompute = parse_recompute(recompute_->currentText().toStdString());
+    in.optimizer_offload = parse_enum<Offload>(offload_->currentText().toStdString());
+    in.recompute = parse_enum<Recompute>(recompute_->currentText().toStdString());
     in.flash_attention = flash_->isChecked();
-    in.attention_kernel = parse_attention_kernel(attention_->currentText().toStdString());
+    in.attention_kernel = parse_enum<AttentionKernel>(attention_->currentText().toStdString());
     in.seq_len = seq_->value();
     in.micro_batch = micro_->value();
     in.global_batch = global_->value();
@@ -352,7 +352,7 @@ void MainWindow::readInputs() {
     in.vp = vp_->value();
     in.ep = ep_->value();
     in.sequence_parallel = sp_->isChecked();
-    in.schedule = parse_schedule(schedule_->currentText().toStdString());
+    in.schedule = parse_enum<Schedule>(schedule_->currentText().toStdString());
     c_->setInput(in);  // emits changed() -> showResults()
     repaint_ms_ = timer.nsecsElapsed() / 1e6;
     update_label_->setText(QString("updated in %1 ms (model %2 ms)").arg(repaint_ms_, 0, 'f', 2).arg(c_->lastUpdateMs(), 0, 'f', 2));
