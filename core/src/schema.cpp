@@ -153,6 +153,10 @@ std::optional<FieldValue> get_input(const ScenarioInput& in) {
     return to_value(*o);
 }
 template <auto M>
+void clear_input(ScenarioInput& in) {
+    (in.*M).reset();
+}
+template <auto M>
 void set_input(ScenarioInput& in, const FieldValue& v) {
     auto& o = in.*M;
     o.emplace();
@@ -174,6 +178,7 @@ Field row(const char* section, const char* key, const char* flag, const char* la
     Field f{section, key, flag, "", label, rule, help};
     f.get = &get_input<M>;
     f.set = &set_input<M>;
+    f.clear = &clear_input<M>;
     f.read = read;
     f.apply = apply;
     return f;
@@ -262,6 +267,7 @@ std::vector<Field> make_fields() {
                                       "Micro-batch size per GPU (default 1)", TP_AT(setup.micro_batch)));
     f.push_back(row<&In::grad_accum>("training", "grad_accum", "--grad-accum", "Gradient accumulation", integer(1, 1 << 24),
                                      "Gradient accumulation steps (default 1)", TP_AT(setup.grad_accum)));
+    f.back().in_form = false;  // the GUI edits the global batch, which sets it
     f.push_back(row<&In::global_batch>("training", "global_batch", "--global-batch", "Global batch",
                                        integer(1, static_cast<double>(std::int64_t{1} << 40)),
                                        "Global batch in sequences (sets the accumulation)",
@@ -304,6 +310,7 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::pp>("parallel", "pp", "--pp", "PP", integer(1, 1 << 16), "Pipeline parallel size", TP_AT(setup.layout.pp)));
     f.push_back(row<&In::dp>("parallel", "dp", "--dp", "DP", integer(1, kMaxGpus), "Data parallel size (default gpus / (tp x pp))",
                              [](const Scenario& s) -> std::optional<FieldValue> { return to_value(s.setup.layout.dp); }, nullptr));
+    f.back().in_form = false;  // the GUI shows dp = gpus / (tp x pp)
     f.push_back(row<&In::ep>("parallel", "ep", "--ep", "EP", integer(1, 1 << 16), "Expert parallel size (MoE)", TP_AT(setup.layout.ep)));
     f.push_back(row<&In::vp>("parallel", "vp", "--vp", "VP", integer(1, 1024), "Interleaved pipeline chunks per stage",
                              TP_AT(setup.layout.vp)));

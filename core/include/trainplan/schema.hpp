@@ -66,9 +66,13 @@ struct Field {
     // Its default depends on other fields (QLoRA changes precision and recompute),
     // so the copied command line always states it.
     bool contextual_default = false;
+    // Shown in the GUI editor form (false for values the form derives: dp from
+    // the GPU count, the accumulation from the global batch).
+    bool in_form = true;
 
     std::optional<FieldValue> (*get)(const ScenarioInput&) = nullptr;
     void (*set)(ScenarioInput&, const FieldValue&) = nullptr;
+    void (*clear)(ScenarioInput&) = nullptr;
     // The value in a resolved scenario; nullopt when the field does not apply.
     std::optional<FieldValue> (*read)(const Scenario&) = nullptr;
     // Puts the value on a scenario; nullptr when resolve_scenario applies it
