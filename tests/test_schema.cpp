@@ -370,3 +370,43 @@ TEST_CASE("flags are checked by the same rule as the keys (issues 12, 16)", "[sc
     CHECK(r.code == 2);
     CHECK(r.err == "error: --sequence-parallel = \"maybe\" must be on or off\n");
 }
+
+TEST_CASE("scenario files: unknown keys get did-you-mean at file:line:col; flags override keys", "[schema][bad-input]") {
+    auto bad = parse_scenario_toml("[model]\npreset = \"llama-2-7b\"\n[training]\nfsdpp = \"hybrid-shard\"\n", "s.toml");
+    REQUIRE(!bad);
+    CHECK(bad.error().diagnostics.front().to_string() == "s.toml:4:9: error: unknown key \"fsdpp\" in [training] (did you mean \"fsdp\"?)");
+    auto range = parse_scenario_toml("[parallel]\ntp = 0\n", "s.toml");
+    REQUIRE(!range);
+    CHECK(range.error().diagnostics.front().to_string() == "s.toml:2:6: error: tp = 0 must be at least 1");
+
+    // merge: the flag's value wins and a later error about it names the flag.
+    auto file = parse_scenario_toml("[model]\npreset = \"llama-2-7b\"\n[hardware]\ngpu = \"h100-sxm\"\ngpus = 6\n[parallel]\ntp = 2\n", "s.toml");
+    REQUIRE(file);
+    ScenarioInput flags;
+    flags.tp = 3;
+    ScenarioInput merged = *file;
+    merged.merge(flags);
+    CHECK(merged.tp == 3);
+    CHECK(merged.gpus == 6);
+    auto s = resolve_scenario(merged, cached());
+    REQUIRE(!s);
+    CHECK(s.error().diagnostics.front().key == "--tp");
+    // Without the flag the same error points into the file.
+    file->tp = 3;
+    auto s2 = resolve_scenario(*file, cached());
+    REQUIRE(!s2);
+    CHECK(s2.error().diagnostics.front().file == "s.toml");
+    CHECK(s2.error().diagnostics.front().line == 7);
+}
+
+TEST_CASE("a saved scenario with control characters in a name reopens (issue 16 item 9)", "[schema]") {
+    ScenarioInput in;
+    in.model_inline = tp_test::model("llama-3.2-1b");
+    in.model_inline->name = "evil\x1b[31m\tname\x7f\"q\"";
+    in.gpu = "rtx-4090";
+    auto s = resolve_scenario(in, cached());
+    REQUIRE(s);
+    auto back = parse_scenario_toml(scenario_to_toml(*s, ""), "ctl.toml");
+    REQUIRE(back);
+    CHECK(back->model_inline->name == in.model_inline->name);
+}
