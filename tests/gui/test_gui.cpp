@@ -17,6 +17,7 @@
 
 #include "app.hpp"
 #include "mainwindow.hpp"
+#include "trainplan/schema.hpp"
 #include "trainplan/units.hpp"
 
 using namespace trainplan;
@@ -83,8 +84,12 @@ private slots:
         QVERIFY(child<QLabel>(w, "verdictBanner")->text().startsWith("DOES NOT FIT"));
         QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), gb(m.total));
         QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "weights"), QString("13.48 GB"));  // 6,738,415,616 x 2 B
-        // QLoRA: fits, and the display follows.
+        // QLoRA: fits, and the display follows. Fields left to the resolver show
+        // the recipe's defaults (bf16 compute, full recompute), as the CLI uses them.
         child<QComboBox>(w, "methodCombo")->setCurrentText("qlora");
+        QCOMPARE(child<QComboBox>(w, "precisionCombo")->currentText(), QString("bf16"));
+        QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), QString("full"));
+        QCOMPARE(c.scenario().setup.recompute, Recompute::Full);
         child<QComboBox>(w, "precisionCombo")->setCurrentText("bf16");
         child<QComboBox>(w, "recomputeCombo")->setCurrentText("full");
         QVERIFY(child<QLabel>(w, "verdictBanner")->text().startsWith("FITS"));
@@ -196,6 +201,16 @@ private slots:
         for (const char* flag : {"--fsdp hybrid-shard", "--attention-kernel flash1", "--tp-comm-overlap on", "--recompute full",
                                  "--gpus 32", "--zero 3", "--grad-accum 2"})
             QVERIFY2(line.contains(flag), qPrintable(line + " lacks " + flag));
+        // Every schema field whose value differs from a default scenario's is on the line.
+        static const Scenario defaults{};
+        int differing = 0;
+        for (const Field& f : scenario_fields()) {
+            if (!f.saved || !f.read || f.read(c.scenario()) == f.read(defaults)) continue;
+            ++differing;
+            const QString flag = QString("%1 %2").arg(f.flag, QString::fromStdString(value_to_text(f.rule, *f.read(c.scenario()))));
+            QVERIFY2(line.contains(flag), qPrintable(line + " lacks " + flag));
+        }
+        QVERIFY(differing >= 10);
         // ...and parses back, through the real CLI, to the same memory and step time.
         const auto fit = cli_json(command_words(line));
         QCOMPARE(fit["memory"]["total_bytes"].get<double>(), hybrid);
