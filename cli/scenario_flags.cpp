@@ -22,6 +22,14 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required) {
         auto* opt = app.add_option_function<std::string>(names, [&f, key](const std::string& v) { f.values[key] = v; }, help);
         // A bare boolean flag (--sp) means on.
         if (field.rule.type == FieldType::Bool) opt->expected(0, 1);
+        switch (field.rule.type) {
+            case FieldType::Int: opt->type_name(fmt::format("INT in [{}, {}]", shortest(field.rule.lo), shortest(field.rule.hi))); break;
+            case FieldType::Number: opt->type_name(fmt::format("NUM in [{}, {}]", shortest(field.rule.lo), shortest(field.rule.hi))); break;
+            case FieldType::Bool: opt->type_name("[on|off]"); break;
+            case FieldType::Enum: opt->type_name("NAME"); break;
+            case FieldType::LoraTargets: opt->type_name("LIST"); break;
+            case FieldType::Text: opt->type_name(field.rule.preset ? "PRESET" : "TEXT"); break;
+        }
         opt->group(groups.at(field.section));
     }
 }
@@ -87,6 +95,7 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
 CLI::Option* add_option_field(CLI::App& app, const char* key, std::optional<double>& out, const char* group) {
     const OptionField& o = option_field(key);
     auto* opt = app.add_option(o.flag, out, o.help);
+    opt->type_name(fmt::format("{} in [{}, {}]", o.rule.type == FieldType::Int ? "INT" : "NUM", shortest(o.rule.lo), shortest(o.rule.hi)));
     if (group) opt->group(group);
     return opt;
 }
