@@ -7,6 +7,9 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -409,4 +412,20 @@ TEST_CASE("a saved scenario with control characters in a name reopens (issue 16 
     auto back = parse_scenario_toml(scenario_to_toml(*s, ""), "ctl.toml");
     REQUIRE(back);
     CHECK(back->model_inline->name == in.model_inline->name);
+}
+
+TEST_CASE("a goal file's [rent] is checked like --rent: unknown GPU ids get did-you-mean", "[schema][bad-input]") {
+    const std::string path = (std::filesystem::temp_directory_path() / "trainplan-goal-rent.toml").string();
+    {
+        std::ofstream f(path);
+        f << "[model]\npreset = \"llama-3-8b\"\n[goal]\ntokens = 1e12\n[rent]\nh100 = 2\n";
+    }
+    const auto r = tp_test::cli({"size", "--goal", path});
+    std::remove(path.c_str());
+    CHECK(r.code == 2);
+    CHECK(r.err.find("unknown GPU preset \"h100\" in " + path + " [rent]; did you mean \"") != std::string::npos);
+    // And the amounts follow the flag's rule: a negative rent in the file is refused.
+    auto g = parse_goal_toml("[goal]\ntokens = 1e12\n[rent]\nh100-sxm = -1\n", "g.toml");
+    REQUIRE(!g);
+    CHECK(g.error().diagnostics.front().to_string() == "g.toml:4:12: error: h100-sxm = -1 must be at least 0");
 }
