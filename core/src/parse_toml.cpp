@@ -503,8 +503,7 @@ struct Resolver {
             d.column = it->second.column;
         } else if (d.file.empty() && !d.key.empty() && d.key.rfind("--", 0) != 0) {
             if (const Field* f = field_by_key(d.key)) d.key = f->flag;
-            else if (d.key == "model") d.key = "model";
-            else {
+            else if (d.key != "model") {
                 std::string flag = d.key;
                 std::replace(flag.begin(), flag.end(), '_', '-');
                 d.key = "--" + flag;

@@ -16,9 +16,7 @@ namespace trainplan {
 std::string shortest(double v) {
     char buf[64];
     auto r = std::to_chars(buf, buf + sizeof buf, v);
-    std::string s(buf, r.ptr);
-    // TOML needs a '.' or exponent in a float; integers read back as numbers anyway.
-    return s;
+    return std::string(buf, r.ptr);
 }
 
 namespace {
