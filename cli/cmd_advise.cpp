@@ -48,7 +48,7 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
         else if (o.storage == "network") obs.storage = Storage::Network;
         else errs.push_back({"", 0, 0, "--storage", "--storage = \"" + o.storage + "\" is not one of: hdd, sata-ssd, nvme, network"});
     }
-    if (o.max_remedies < 1 || o.max_remedies > 100) errs.push_back({"", 0, 0, "--remedies", fmt::format("--remedies = {} must be between 1 and 100", o.max_remedies)});
+    checked_option("remedies", static_cast<double>(o.max_remedies), errs);
     if (!errs.empty()) return report_error(Error(errs), err);
 
     const AdviceReport rep = advise(*sc, obs, advice_context(presets, *sc), o.max_remedies);

@@ -369,6 +369,12 @@ TEST_CASE("flags are checked by the same rule as the keys (issues 12, 16)", "[sc
     r = cli({"fit", "llama-2-7b", "--gpu", "h100-sxm", "--fsdp", "hybrid"});
     CHECK(r.code == 2);
     CHECK(r.err == "error: --fsdp = \"hybrid\" is not one of: none, full-shard, shard-grad-op, hybrid-shard, no-shard\n");
+    r = cli({"fit", "llama-2-7b", "--gpu", "h100-sxm", "--remedies", "-3"});
+    CHECK(r.code == 2);
+    CHECK(r.err == "error: --remedies = -3 must be at least 1\n");
+    r = cli({"plan", "llama-2-7b", "--gpu", "h100-sxm", "--top", "5000"});
+    CHECK(r.code == 2);
+    CHECK(r.err == "error: --top = 5000 exceeds the maximum 1000\n");
     r = cli({"fit", "llama-2-7b", "--gpu", "h100-sxm", "--sp", "maybe"});
     CHECK(r.code == 2);
     CHECK(r.err == "error: --sequence-parallel = \"maybe\" must be on or off\n");

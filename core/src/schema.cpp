@@ -377,6 +377,8 @@ std::vector<OptionField> make_options() {
         {"observed_peak_memory_gb", "--observed-peak-memory-gb", number(0, 1e5), "Peak memory per GPU seen (GB)"},
         {"gpu_temp", "--gpu-temp", number(0, 130), "GPU temperature under load (C)"},
         {"gpu_clock_mhz", "--gpu-clock-mhz", number(50, 10000), "Sustained SM clock under load (MHz)"},
+        {"top", "--top", integer(1, 1000), "How many layouts to list (default 10)"},
+        {"remedies", "--remedies", integer(1, 100), "How many remedies to list"},
     };
 }
 
