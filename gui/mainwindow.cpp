@@ -190,12 +190,15 @@ QWidget* MainWindow::makeFieldWidget(const Field& f, QWidget* host) {
             w = c;
             break;
         }
-        case FieldType::Enum: w = combo(qPrintable(name + "Combo"), [&] {
-                QStringList items;
-                for (const auto& n : r.choices->names()) items << QString::fromStdString(n);
-                return items;
-            }(), host);
+        case FieldType::Enum: {
+            auto* c = combo(qPrintable(name + "Combo"), {}, host);
+            for (const EnumEntry& e : r.choices->entries) {
+                c->addItem(e.name);
+                c->setItemData(c->count() - 1, QString(e.help), Qt::ToolTipRole);
+            }
+            w = c;
             break;
+        }
         case FieldType::LoraTargets: {
             auto* c = combo(qPrintable(name + "Combo"), {"all", "attention", "mlp", "q,v", "q,k,v,o"}, host);
             c->setEditable(true);
