@@ -50,7 +50,7 @@ Diagnostic unknown_id(const std::string& flag, const std::string& value, const s
 
 }  // namespace
 
-Result<ScenarioInput> flags_to_input(const ScenarioFlags& f, PresetLookup&) {
+Result<ScenarioInput> flags_to_input(const ScenarioFlags& f) {
     std::vector<Diagnostic> errs;
     ScenarioInput in;
     if (!f.model.empty()) in.model = f.model;
@@ -80,7 +80,7 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
         if (!parsed) return parsed.error();
         merged = *parsed;
     }
-    auto flags = flags_to_input(f, presets);
+    auto flags = flags_to_input(f);
     if (!flags) return flags.error();
     // Flags win over the scenario file; a key set by a flag is reported as the flag.
     merged.merge(*flags);

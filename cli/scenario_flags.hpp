@@ -32,7 +32,7 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required);
 
 // The flags as a ScenarioInput (each value checked by its schema rule; errors
 // name the flag, the value and the constraint).
-Result<ScenarioInput> flags_to_input(const ScenarioFlags& f, PresetLookup& presets);
+Result<ScenarioInput> flags_to_input(const ScenarioFlags& f);
 
 // Reads --scenario (if any), applies the flags over it, resolves presets.
 // `deferred_global_batch`: when non-null, the global batch (file or flag) is not

@@ -184,7 +184,7 @@ Result<Scenario> parse_command_line(const std::string& line) {
     std::reverse(words.begin(), words.end());  // CLI11 takes the vector reversed
     app.parse(words);
     REQUIRE(flags.preset_dirs.empty());
-    auto in = cli::flags_to_input(flags, cached());
+    auto in = cli::flags_to_input(flags);
     if (!in) return in.error();
     return resolve_scenario(*in, cached());
 }
