@@ -197,6 +197,10 @@ TEST_CASE("every enum name and alias parses back to its value", "[schema][enums]
     CHECK(parse_enum<Precision>("BF16_TRUE") == Precision::BF16);
     CHECK(parse_enum<AttentionKernel>("sdpa") == AttentionKernel::Flash2);
     CHECK(parse_enum<OptimizerKind>("adam8bit") == std::nullopt);
+    // Link presets spell it infinity_fabric; '_' and '-' are the same.
+    CHECK(parse_enum<LinkKind>("infinity-fabric") == LinkKind::InfinityFabric);
+    CHECK(parse_enum<LinkKind>("Infinity_Fabric") == LinkKind::InfinityFabric);
+    CHECK(std::string(to_string(LinkKind::InfinityFabric)) == "infinity_fabric");
     CHECK(std::string(to_string(FsdpStrategy::HybridShard)) == "hybrid-shard");
     for (const Field& f : scenario_fields()) {
         if (f.rule.type != FieldType::Enum) continue;

@@ -102,6 +102,15 @@ constexpr EnumEntry kPosition[] = {
     {TP_E(PositionKind, ALiBi), "alibi", "", "ALiBi"},
     {TP_E(PositionKind, None), "none", "", "none"},
 };
+constexpr EnumEntry kLinkKind[] = {
+    {TP_E(LinkKind, PCIe), "pcie", "", "PCIe"},
+    {TP_E(LinkKind, NVLink), "nvlink", "", "NVLink (point to point)"},
+    {TP_E(LinkKind, NVSwitch), "nvswitch", "", "NVLink through NVSwitch"},
+    {TP_E(LinkKind, InfiniBand), "infiniband", "", "InfiniBand"},
+    {TP_E(LinkKind, RoCE), "roce", "", "RDMA over Converged Ethernet"},
+    {TP_E(LinkKind, Ethernet), "ethernet", "", "TCP over Ethernet"},
+    {TP_E(LinkKind, InfinityFabric), "infinity_fabric", "", "AMD Infinity Fabric"},
+};
 #undef TP_E
 
 // LoRA target modules and groups.
@@ -123,7 +132,7 @@ constexpr LoraName kLoraNames[] = {
 std::optional<int> EnumTable::parse(std::string_view s) const {
     const std::string v = normalise(s);
     for (const EnumEntry& e : entries)
-        if (v == e.name || in_list(v, e.aliases)) return e.value;
+        if (v == normalise(e.name) || in_list(v, e.aliases)) return e.value;
     return std::nullopt;
 }
 
@@ -165,6 +174,7 @@ TP_TABLE(AttentionKernel, "attention kernel", kAttention)
 TP_TABLE(Activation, "activation", kActivation)
 TP_TABLE(NormKind, "norm", kNorm)
 TP_TABLE(PositionKind, "position", kPosition)
+TP_TABLE(LinkKind, "link kind", kLinkKind)
 #undef TP_TABLE
 
 std::optional<unsigned> parse_lora_targets(std::string_view s) {

@@ -11,16 +11,7 @@ namespace trainplan {
 
 using detail::TomlReader;
 
-// ---------------------------------------------------------------- enums
-
-namespace {
-std::string lower(std::string_view s) {
-    std::string r(s);
-    for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    std::replace(r.begin(), r.end(), '_', '-');
-    return r;
-}
-}  // namespace
+// Enum spellings: enums.cpp (one table per enum).
 
 const char* to_string(PresetKind k) {
     switch (k) {
@@ -214,17 +205,7 @@ Result<LinkSpec> parse_link_toml(std::string_view text, const std::string& filen
     if (auto v = r.string("name", true)) l.name = *v;
     if (auto v = r.string("source", true)) l.source = *v;
     if (auto v = r.string("notes")) l.notes = *v;
-    auto kind = r.choice<LinkKind>("kind", [](std::string_view s) -> std::optional<LinkKind> {
-        const auto v = lower(s);
-        if (v == "pcie") return LinkKind::PCIe;
-        if (v == "nvlink") return LinkKind::NVLink;
-        if (v == "nvswitch") return LinkKind::NVSwitch;
-        if (v == "infiniband") return LinkKind::InfiniBand;
-        if (v == "roce") return LinkKind::RoCE;
-        if (v == "ethernet") return LinkKind::Ethernet;
-        if (v == "infinity-fabric") return LinkKind::InfinityFabric;
-        return std::nullopt;
-    }, "pcie, nvlink, nvswitch, infiniband, roce, ethernet, infinity_fabric", true);
+    auto kind = r.choice<LinkKind>("kind", parse_enum<LinkKind>, enum_table<LinkKind>().allowed().c_str(), true);
     if (kind) l.kind = *kind;
     if (auto v = r.number("bandwidth_gb_s", 0.001, 1e6, true)) l.bandwidth_Bps = *v * units::GBps;
     if (auto v = r.number("efficiency", 0.01, 1.5)) l.efficiency = *v;

@@ -62,6 +62,8 @@ template <>
 const EnumTable& enum_table<NormKind>();
 template <>
 const EnumTable& enum_table<PositionKind>();
+template <>
+const EnumTable& enum_table<LinkKind>();
 
 template <class E>
 [[nodiscard]] std::optional<E> parse_enum(std::string_view s) {
