@@ -13,14 +13,14 @@ void setup_advise(CLI::App& app, AdviseOptions& o) {
     setup_simulate(app, o.sim);
     app.remove_option(app.get_option("--csv"));
     auto* g = "What you observe (optional)";
-    app.add_option("--observed-step-s", o.step_s, "Measured seconds per optimizer step")->group(g);
-    app.add_option("--observed-tokens-per-s", o.tokens_per_s, "Measured tokens per second (whole job)")->group(g);
-    app.add_option("--gpu-util", o.util, "Average GPU utilization in % (nvidia-smi)")->group(g);
+    add_option_field(app, "observed_step_s", o.step_s, g);
+    add_option_field(app, "observed_tokens_per_s", o.tokens_per_s, g);
+    add_option_field(app, "gpu_util", o.util, g);
     app.add_flag("--util-swings", o.swings, "Utilization swings between ~0 and 100 %")->group(g);
-    app.add_option("--observed-peak-memory-gb", o.peak_gb, "Peak memory per GPU seen (GB)")->group(g);
+    add_option_field(app, "observed_peak_memory_gb", o.peak_gb, g);
     app.add_flag("--oom", o.oom, "The run stops with CUDA out of memory")->group(g);
-    app.add_option("--gpu-temp", o.temp, "GPU temperature under load (C)")->group(g);
-    app.add_option("--gpu-clock-mhz", o.clock, "Sustained SM clock under load (MHz)")->group(g);
+    add_option_field(app, "gpu_temp", o.temp, g);
+    add_option_field(app, "gpu_clock_mhz", o.clock, g);
     app.add_option("--storage", o.storage, "Where the data is read from: hdd | sata-ssd | nvme | network")->group(g);
     app.add_option("--remedies", o.max_remedies, "How many remedies to list (default 8)");
 }
@@ -32,20 +32,12 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
     if (!sc) return report_error(sc.error(), err);
     Observations obs;
     std::vector<Diagnostic> errs;
-    auto positive = [&](const std::optional<double>& v, const char* flag, double lo, double hi) -> std::optional<double> {
-        if (!v) return std::nullopt;
-        if (!(*v >= lo && *v <= hi)) {
-            errs.push_back({"", 0, 0, flag, fmt::format("{} = {:g} must be between {:g} and {:g}", flag, *v, lo, hi)});
-            return std::nullopt;
-        }
-        return v;
-    };
-    obs.step_s = positive(o.step_s, "--observed-step-s", 1e-6, 1e7);
-    obs.tokens_per_s = positive(o.tokens_per_s, "--observed-tokens-per-s", 1e-3, 1e12);
-    obs.gpu_util_pct = positive(o.util, "--gpu-util", 0, 100);
-    if (auto gbv = positive(o.peak_gb, "--observed-peak-memory-gb", 0, 1e5)) obs.peak_memory_bytes = *gbv * units::GB;
-    obs.gpu_temp_c = positive(o.temp, "--gpu-temp", 0, 130);
-    obs.sm_clock_mhz = positive(o.clock, "--gpu-clock-mhz", 50, 10000);
+    obs.step_s = checked_option("observed_step_s", o.step_s, errs);
+    obs.tokens_per_s = checked_option("observed_tokens_per_s", o.tokens_per_s, errs);
+    obs.gpu_util_pct = checked_option("gpu_util", o.util, errs);
+    if (auto gbv = checked_option("observed_peak_memory_gb", o.peak_gb, errs)) obs.peak_memory_bytes = *gbv * units::GB;
+    obs.gpu_temp_c = checked_option("gpu_temp", o.temp, errs);
+    obs.sm_clock_mhz = checked_option("gpu_clock_mhz", o.clock, errs);
     obs.util_swings = o.swings;
     obs.oom = o.oom;
     if (sc->run.loader_workers > 0) obs.loader_workers = sc->run.loader_workers;
@@ -56,7 +48,7 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
         else if (o.storage == "network") obs.storage = Storage::Network;
         else errs.push_back({"", 0, 0, "--storage", "--storage = \"" + o.storage + "\" is not one of: hdd, sata-ssd, nvme, network"});
     }
-    if (o.max_remedies < 1 || o.max_remedies > 100) errs.push_back({"", 0, 0, "--remedies", fmt::format("--remedies = {} must be between 1 and 100", o.max_remedies)});
+    checked_option("remedies", static_cast<double>(o.max_remedies), errs);
     if (!errs.empty()) return report_error(Error(errs), err);
 
     const AdviceReport rep = advise(*sc, obs, advice_context(presets, *sc), o.max_remedies);

@@ -58,6 +58,9 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
     FilePresets presets(o.scenario.preset_dirs);
     auto sc = build_scenario(o.scenario, presets);
     if (!sc) return report_error(sc.error(), err);
+    std::vector<Diagnostic> option_errs;
+    checked_option("remedies", static_cast<double>(o.max_remedies), option_errs);
+    if (!option_errs.empty()) return report_error(Error(option_errs), err);
     const Scenario& s = *sc;
 
     FitReport rep = check_fit(s, o.max_remedies);

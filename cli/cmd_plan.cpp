@@ -22,8 +22,8 @@ void setup_plan(CLI::App& app, PlanOptions& o) {
     app.add_flag("--max-micro-batch", o.q_max_mb, "Inverse query: the largest micro-batch that fits this layout")->group(g);
     app.add_flag("--max-seq-len", o.q_max_seq, "Inverse query: the longest sequence that fits this layout")->group(g);
     app.add_flag("--min-gpus", o.q_min_gpus, "Inverse query: the fewest GPUs with a layout that fits (and reaches --target-tokens-per-s)")->group(g);
-    app.add_option("--target-tokens-per-s", o.target_tps, "Throughput the fewest-GPUs query must reach")->group(g);
-    app.add_option("--max-gpus", o.max_gpus, "Upper limit for --min-gpus (default 65536)")->group(g);
+    add_option_field(app, "target_tokens_per_s", o.target_tps, g);
+    add_option_field(app, "max_gpus", o.max_gpus, g)->description("Upper limit for --min-gpus (default 65536)");
     app.add_flag("--json", o.json, "Machine-readable output");
     app.add_flag("--csv", o.csv, "CSV rows of the ranked layouts");
 }
@@ -60,6 +60,11 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     std::int64_t global_batch = 0;
     auto sc = simulate_scenario(o.sim, presets, &global_batch);
     if (!sc) return report_error(sc.error(), err);
+    std::vector<Diagnostic> option_errs;
+    checked_option("top", static_cast<double>(o.top), option_errs);
+    const double target_tps = checked_option("target_tokens_per_s", o.target_tps, option_errs).value_or(0);
+    const int max_gpus = static_cast<int>(checked_option("max_gpus", o.max_gpus, option_errs).value_or(65536));
+    if (!option_errs.empty()) return report_error(Error(option_errs), err);
     const Scenario& s = *sc;
     if (global_batch == 0) global_batch = s.setup.global_batch();
     RankBy rank = RankBy::Throughput;
@@ -71,10 +76,6 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         rank = RankBy::Cost;
     } else if (o.rank != "throughput") {
         err << "error: --rank = \"" << o.rank << "\" is not one of: throughput, cost\n";
-        return 2;
-    }
-    if (o.top < 1 || o.top > 1000) {
-        err << "error: --top = " << o.top << " must be between 1 and 1000\n";
         return 2;
     }
     SearchSpace space;
@@ -104,12 +105,12 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         const ScenarioFlags& f = o.sim.scenario;
         if (auto c = sizing_candidate_cluster(presets, s.cluster.gpu.id)) {
             if (base.cluster.inter_node.id.empty()) base.cluster.inter_node = c->inter_node;
-            if (!f.intra_node && !f.node && f.scenario_file.empty() && base.cluster.num_gpus == 1) base.cluster.intra_node = c->intra_node;
-            if (!f.nics_per_node && !f.node && f.scenario_file.empty() && base.cluster.nics_per_node == 0)
+            if (!f.has("intra_node") && !f.has("node") && f.scenario_file.empty() && base.cluster.num_gpus == 1) base.cluster.intra_node = c->intra_node;
+            if (!f.has("nics_per_node") && !f.has("node") && f.scenario_file.empty() && base.cluster.nics_per_node == 0)
                 base.cluster.nics_per_node = c->nics_per_node;
         }
         PlanCandidate best;
-        const int n = min_gpus(base, space, o.target_tps, o.max_gpus, &best, o.threads, global_batch);
+        const int n = min_gpus(base, space, target_tps, max_gpus, &best, o.threads, global_batch);
         if (o.json) {
             nlohmann::json j{{"min_gpus", n}};
             if (n > 0) j["best"] = candidate_json(best);
@@ -125,15 +126,15 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
             if (t.recompute != Recompute::None) needs.push_back(fmt::format("{} recompute", to_string(t.recompute)));
             std::string need_text;
             for (size_t i = 0; i < needs.size(); ++i) need_text += (i ? ", " : "") + needs[i];
-            out << fmt::format("fewest GPUs{}: {} {}\n", o.target_tps > 0 ? fmt::format(" reaching {:.0f} tokens/s", o.target_tps) : " that fit",
+            out << fmt::format("fewest GPUs{}: {} {}\n", target_tps > 0 ? fmt::format(" reaching {:.0f} tokens/s", target_tps) : " that fit",
                                n, nodes);
             out << fmt::format("  layout {}, micro-batch {} x {} accumulation\n", layout_text(best.scenario), t.micro_batch, t.grad_accum);
             out << fmt::format("  needs: {}\n", need_text.empty() ? "nothing beyond the layout" : need_text);
             out << fmt::format("  {:.0f} tokens/s, step {:.3f} s, {} of {} per GPU\n", best.time.throughput.tokens_per_s,
                                best.time.time.step_s, gb(best.memory.total), gb(best.memory.capacity));
         } else {
-            out << fmt::format("no GPU count up to {} has a layout that fits{}\n", o.max_gpus,
-                               o.target_tps > 0 ? " and reaches the target" : "");
+            out << fmt::format("no GPU count up to {} has a layout that fits{}\n", max_gpus,
+                               target_tps > 0 ? " and reaches the target" : "");
         }
         return n > 0 ? 0 : 1;
     }

@@ -12,16 +12,17 @@ namespace trainplan::cli {
 void setup_simulate(CLI::App& app, SimulateOptions& o) {
     add_scenario_flags(app, o.scenario, true);
     auto* run = "Run, data and cost";
-    app.add_option("--tokens", o.tokens, "Token budget to train (e.g. 1e12) for time, energy and cost")->group(run);
-    app.add_option("--rent", o.rent, "Rent in $ per GPU-hour")->group(run);
-    app.add_option("--gpu-price", o.gpu_price, "Purchase price per GPU in $ (default: the preset's, if any)")->group(run);
-    app.add_option("--amortize-years", o.amortize_years, "Amortization period for purchased GPUs (default 3)")->group(run);
-    app.add_option("--electricity", o.electricity, "Electricity in $ per kWh (default 0.12)")->group(run);
-    app.add_option("--pue", o.pue, "Facility power usage effectiveness (default 1.2)")->group(run);
-    app.add_option("--loader-workers", o.loader_workers, "Data-loader workers per GPU (0: pre-tokenized data, no stall)")->group(run);
-    app.add_option("--worker-samples-per-s", o.worker_samples, "Samples one loader worker prepares per second")->group(run);
-    app.add_option("--storage-gb-s", o.storage_gb_s, "Storage read bandwidth per node (GB/s)")->group(run);
-    app.add_option("--sustained-clock", o.sustained_clock, "Sustained clock as a fraction of boost (thermal/power limits; default 1)")->group(run);
+    add_option_field(app, "tokens", o.tokens, run);
+    app.add_option(option_field("rent").flag, o.rent, std::string(option_field("rent").help) + "; a bare USD is the scenario's GPU")->group(run);
+    app.add_option(std::string(option_field("price").flag) + ",--gpu-price", o.price,
+                   std::string(option_field("price").help) + "; a bare USD is the scenario's GPU")->group(run);
+    add_option_field(app, "amortization_years", o.amortize_years, run);
+    add_option_field(app, "electricity_usd_per_kwh", o.electricity, run);
+    add_option_field(app, "pue", o.pue, run);
+    add_option_field(app, "loader_workers", o.loader_workers, run);
+    add_option_field(app, "worker_samples_per_s", o.worker_samples, run);
+    add_option_field(app, "storage_gb_s", o.storage_gb_s, run);
+    add_option_field(app, "sustained_clock", o.sustained_clock, run);
     app.add_flag("--json", o.json, "Machine-readable output (names as in the design reference)");
     app.add_flag("--csv", o.csv, "One CSV header line and one row");
 }
@@ -43,32 +44,32 @@ Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& preset
     if (!sc) return sc;
     RunOptions& r = sc->run;
     std::vector<Diagnostic> errs;
-    auto positive = [&](const std::optional<double>& v, const char* flag, double lo, double hi, double& out) {
-        if (!v) return;
-        if (!(*v >= lo && *v <= hi)) {
-            errs.push_back({"", 0, 0, flag, fmt::format("{} = {:g} must be between {:g} and {:g}", flag, *v, lo, hi)});
-            return;
-        }
-        out = *v;
+    auto set = [&](const char* key, const std::optional<double>& v, double& out, double scale = 1) {
+        if (auto c = checked_option(key, v, errs)) out = *c * scale;
     };
-    positive(o.tokens, "--tokens", 1, 1e18, r.tokens_to_train);
-    positive(o.rent, "--rent", 0, 1e4, r.rent_usd_per_gpu_hour);
-    positive(o.gpu_price, "--gpu-price", 0, 1e8, r.purchase_usd_per_gpu);
-    positive(o.amortize_years, "--amortize-years", 0.1, 50, r.amortization_years);
-    positive(o.electricity, "--electricity", 0, 100, r.electricity_usd_per_kwh);
-    positive(o.pue, "--pue", 1, 5, r.pue);
-    positive(o.worker_samples, "--worker-samples-per-s", 0.001, 1e9, r.worker_samples_per_s);
-    positive(o.sustained_clock, "--sustained-clock", 0.05, 1, r.sustained_clock);
-    if (o.storage_gb_s) {
-        double v = 0;
-        positive(o.storage_gb_s, "--storage-gb-s", 0.001, 1e6, v);
-        r.storage_bytes_per_s = v * units::GB;
-    }
-    if (o.loader_workers) {
-        if (*o.loader_workers < 0 || *o.loader_workers > 1024)
-            errs.push_back({"", 0, 0, "--loader-workers", fmt::format("--loader-workers = {} must be between 0 and 1024", *o.loader_workers)});
-        else r.loader_workers = *o.loader_workers;
-    }
+    set("tokens", o.tokens, r.tokens_to_train);
+    set("amortization_years", o.amortize_years, r.amortization_years);
+    set("electricity_usd_per_kwh", o.electricity, r.electricity_usd_per_kwh);
+    set("pue", o.pue, r.pue);
+    set("worker_samples_per_s", o.worker_samples, r.worker_samples_per_s);
+    set("sustained_clock", o.sustained_clock, r.sustained_clock);
+    set("storage_gb_s", o.storage_gb_s, r.storage_bytes_per_s, units::GB);
+    if (auto w = checked_option("loader_workers", o.loader_workers, errs)) r.loader_workers = static_cast<int>(*w);
+    // --rent / --price: GPU=USD as in size; a bare amount is the scenario's GPU.
+    auto priced = [&](const std::vector<std::string>& items, const char* key, double& out) {
+        std::vector<std::string> pairs;
+        for (const auto& it : items) pairs.push_back(it.find('=') == std::string::npos ? sc->cluster.gpu.id + "=" + it : it);
+        std::map<std::string, double> table;
+        parse_priced(pairs, key, presets, table, errs);
+        if (table.empty()) return;
+        if (auto it = table.find(sc->cluster.gpu.id); it != table.end()) out = it->second;
+        else
+            errs.push_back({"", 0, 0, option_field(key).flag,
+                            fmt::format("{} names {} but the scenario's GPU is {}", option_field(key).flag, table.begin()->first,
+                                        sc->cluster.gpu.id)});
+    };
+    priced(o.rent, "rent", r.rent_usd_per_gpu_hour);
+    priced(o.price, "price", r.purchase_usd_per_gpu);
     if (require_worker_rate && r.loader_workers > 0 && r.worker_samples_per_s <= 0)
         errs.push_back({"", 0, 0, "--worker-samples-per-s", "--loader-workers needs --worker-samples-per-s (how fast one worker prepares samples)"});
     if (!errs.empty()) return Error(errs);

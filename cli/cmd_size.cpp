@@ -14,47 +14,20 @@ void setup_size(CLI::App& app, SizeOptions& o) {
     add_scenario_flags(app, o.scenario, false);
     auto* g = "Goal";
     app.add_option("--goal", o.goal_file, "Goal TOML: a scenario plus [goal], [rent], [price] tables")->group(g);
-    app.add_option("--tokens", o.tokens, "Tokens to train (e.g. 1e12)")->group(g);
-    app.add_option("--deadline-days", o.deadline_days, "Deadline in days")->group(g);
-    app.add_option("--budget", o.budget, "Budget in USD (rent, or purchase + energy)")->group(g);
+    add_option_field(app, "tokens", o.tokens, g);
+    add_option_field(app, "deadline_days", o.deadline_days, g);
+    add_option_field(app, "budget_usd", o.budget, g);
     app.add_option("--candidates", o.candidates, "GPU presets to compare (default: every preset with a price)")->delimiter(',')->group(g);
-    app.add_option("--rent", o.rent, "Rent per GPU-hour, GPU=USD (repeatable, e.g. h100-sxm=2.5)")->group(g);
-    app.add_option("--price", o.price, "Purchase price per GPU, GPU=USD (repeatable; default the preset's)")->group(g);
-    app.add_option("--electricity", o.electricity, "Electricity in $ per kWh (default 0.12)")->group(g);
-    app.add_option("--pue", o.pue, "Facility PUE (default 1.2)")->group(g);
-    app.add_option("--amortize-years", o.amortize, "Amortization period for purchases (default 3)")->group(g);
-    app.add_option("--max-gpus", o.max_gpus, "Largest GPU count to consider (default 16384)")->group(g);
+    app.add_option(option_field("rent").flag, o.rent, option_field("rent").help)->group(g);
+    app.add_option(option_field("price").flag, o.price, option_field("price").help)->group(g);
+    add_option_field(app, "electricity_usd_per_kwh", o.electricity, g);
+    add_option_field(app, "pue", o.pue, g);
+    add_option_field(app, "amortization_years", o.amortize, g);
+    add_option_field(app, "max_gpus", o.max_gpus, g)->description("Largest GPU count to consider (default 16384)");
     app.add_option("--threads", o.threads, "Worker threads for the layout search (default: all cores)")->group(g);
     app.add_option("-o,--output", o.output, "Write the report here (.md, .html, .json, .csv or .pdf); default Markdown to stdout");
     app.add_option("--format", o.format, "md | html | json | csv | pdf (default from the output name, else md; pdf prints the HTML with headless Chromium)");
 }
-
-namespace {
-
-bool parse_pairs(const std::vector<std::string>& items, const char* flag, std::map<std::string, double>& out, std::vector<Diagnostic>& errs) {
-    for (const auto& it : items) {
-        const auto eq = it.find('=');
-        double v = 0;
-        bool ok = eq != std::string::npos && eq > 0;
-        if (ok) {
-            try {
-                size_t used = 0;
-                v = std::stod(it.substr(eq + 1), &used);
-                ok = used == it.size() - eq - 1 && v >= 0 && v < 1e9;
-            } catch (...) {
-                ok = false;
-            }
-        }
-        if (!ok) {
-            errs.push_back({"", 0, 0, flag, fmt::format("{} = \"{}\" must be GPU=USD with a non-negative amount (e.g. h100-sxm=2.5)", flag, it)});
-            continue;
-        }
-        out[it.substr(0, eq)] = v;
-    }
-    return errs.empty();
-}
-
-}  // namespace
 
 int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
     FilePresets presets(o.scenario.preset_dirs);
@@ -84,19 +57,21 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
         flags.scenario_file = o.goal_file;  // the scenario part of the goal file
         flags.extra_sections = {"goal", "rent", "price"};
     }
-    if (o.tokens) goal.tokens = *o.tokens;
-    if (o.deadline_days) goal.deadline_s = *o.deadline_days * 86400;
-    if (o.budget) goal.budget_usd = *o.budget;
-    if (o.max_gpus) goal.max_gpus = *o.max_gpus;
-    if (o.electricity) electricity = *o.electricity;
-    if (o.pue) pue = *o.pue;
-    if (o.amortize) amortize = *o.amortize;
-    parse_pairs(o.rent, "--rent", goal.rent_usd_per_gpu_hour, errs);
-    parse_pairs(o.price, "--price", goal.price_usd_per_gpu, errs);
-    if (!(goal.tokens >= 1 && goal.tokens <= 1e18)) errs.push_back({"", 0, 0, "--tokens", fmt::format("--tokens = {:g} must be between 1 and 1e18 (the token budget to train)", goal.tokens)});
-    if (goal.deadline_s < 0 || goal.deadline_s > 36500 * 86400.0) errs.push_back({"", 0, 0, "--deadline-days", "--deadline-days must be between 0 and 36500"});
-    if (goal.max_gpus < 1 || goal.max_gpus > (1 << 20)) errs.push_back({"", 0, 0, "--max-gpus", fmt::format("--max-gpus = {} must be between 1 and 1048576", goal.max_gpus)});
-    if (!(pue >= 1 && pue <= 5)) errs.push_back({"", 0, 0, "--pue", fmt::format("--pue = {:g} must be between 1 and 5", pue)});
+    // Each flag by the same rule as its goal-file key (schema.cpp option_fields).
+    if (auto v = checked_option("tokens", o.tokens, errs)) goal.tokens = *v;
+    if (auto v = checked_option("deadline_days", o.deadline_days, errs)) goal.deadline_s = *v * 86400;
+    if (auto v = checked_option("budget_usd", o.budget, errs)) goal.budget_usd = *v;
+    if (auto v = checked_option("max_gpus", o.max_gpus, errs)) goal.max_gpus = static_cast<int>(*v);
+    if (auto v = checked_option("electricity_usd_per_kwh", o.electricity, errs)) electricity = *v;
+    if (auto v = checked_option("pue", o.pue, errs)) pue = *v;
+    if (auto v = checked_option("amortization_years", o.amortize, errs)) amortize = *v;
+    if (!o.goal_file.empty()) {
+        check_priced_ids(goal.rent_usd_per_gpu_hour, o.goal_file + " [rent]", presets, errs);
+        check_priced_ids(goal.price_usd_per_gpu, o.goal_file + " [price]", presets, errs);
+    }
+    parse_priced(o.rent, "rent", presets, goal.rent_usd_per_gpu_hour, errs);
+    parse_priced(o.price, "price", presets, goal.price_usd_per_gpu, errs);
+    if (goal.tokens <= 0) errs.push_back({"", 0, 0, "--tokens", "size needs --tokens (the token budget to train) or a goal file"});
     std::string format = o.format;
     if (format.empty()) {
         const std::string ext = std::filesystem::path(o.output).extension().string();
@@ -116,7 +91,7 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
         clusters.push_back(*c);
     }
     // The base scenario: model and training setup (the GPU is chosen per candidate).
-    if (!flags.gpu && !candidates.empty()) flags.gpu = candidates.front();
+    if (!flags.has("gpu") && !candidates.empty()) flags.values["gpu"] = candidates.front();
     std::int64_t global_batch = 0;
     auto base = build_scenario(flags, presets, &global_batch);
     if (!base) return report_error(base.error(), err);

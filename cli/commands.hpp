@@ -37,8 +37,8 @@ int run_nodes(const ListOptions& o, std::ostream& out, std::ostream& err);
 
 struct SimulateOptions {
     ScenarioFlags scenario;
-    std::optional<double> tokens, rent, gpu_price, amortize_years, electricity, pue, worker_samples, storage_gb_s, sustained_clock;
-    std::optional<int> loader_workers;
+    std::optional<double> tokens, amortize_years, electricity, pue, worker_samples, storage_gb_s, sustained_clock, loader_workers;
+    std::vector<std::string> rent, price;  // GPU=USD, or a bare USD for the scenario's GPU
     bool json = false, csv = false;
 };
 void setup_simulate(CLI::App& app, SimulateOptions& o);
@@ -53,8 +53,7 @@ struct PlanOptions {
     unsigned threads = 0;
     bool fixed_layout = false, tp_across_nodes = false;
     bool q_max_mb = false, q_max_seq = false, q_min_gpus = false;
-    double target_tps = 0;
-    int max_gpus = 65536;
+    std::optional<double> target_tps, max_gpus;
     bool json = false, csv = false;
 };
 void setup_plan(CLI::App& app, PlanOptions& o);
@@ -63,8 +62,7 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err);
 struct SizeOptions {
     ScenarioFlags scenario;
     std::string goal_file, output, format;
-    std::optional<double> tokens, deadline_days, budget, electricity, pue, amortize;
-    std::optional<int> max_gpus;
+    std::optional<double> tokens, deadline_days, budget, electricity, pue, amortize, max_gpus;
     std::vector<std::string> candidates, rent, price;
     unsigned threads = 0;
 };

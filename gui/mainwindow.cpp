@@ -21,12 +21,16 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
+
+#include <limits>
+#include <map>
 
 #include "charts.hpp"
 #include "trainplan/app/format.hpp"
@@ -114,7 +118,17 @@ MainWindow::MainWindow(Controller* controller, QWidget* parent) : QMainWindow(pa
         if (tabs_->widget(i)->objectName() == "sweepsTab") runSweep();
     });
     resize(1280, 800);
-    if (c_->valid()) loadScenario(c_->scenario(), c_->modelRef());
+    // The controller's input stays minimal (model, GPU, count): the form shows the
+    // resolved values, so a method's recipe defaults (QLoRA: bf16, full recompute)
+    // follow until a field is set.
+    if (c_->valid()) {
+        const QList<QWidget*> all = findChildren<QWidget*>();
+        for (QWidget* w : all) w->blockSignals(true);
+        set_combo(model_, c_->modelRef());
+        setArchitectureFields(c_->scenario().model);
+        for (QWidget* w : all) w->blockSignals(false);
+    }
+    refreshFields();
     showResults();
 }
 
@@ -123,119 +137,215 @@ MainWindow::~MainWindow() {
     if (plan_thread_ && plan_thread_->joinable()) plan_thread_->join();
 }
 
-void MainWindow::buildEditor(QWidget* host) {
-    auto* v = new QVBoxLayout(host);
-    auto group = [&](const char* title) {
-        auto* g = new QGroupBox(title, host);
-        auto* f = new QFormLayout(g);
-        v->addWidget(g);
-        return f;
+namespace {
+
+// "gpus_per_node" -> "gpusPerNode": widget object names come from the schema keys.
+QString camel(const char* key) {
+    QString out;
+    bool up = false;
+    for (const char* p = key; *p; ++p) {
+        if (*p == '_') { up = true; continue; }
+        out += up ? QChar(*p).toUpper() : QChar(*p);
+        up = false;
+    }
+    return out;
+}
+
+// A field whose value may be left to the resolver (it shows "(default)").
+bool has_default_state(const Field& f) {
+    if (f.rule.type == FieldType::Text) return f.rule.preset != PresetKind::Gpu;
+    static const Scenario defaults{};
+    return f.read && !f.read(defaults);
+}
+
+constexpr const char* kDefault = "(default)";
+
+}  // namespace
+
+QWidget* MainWindow::makeFieldWidget(const Field& f, QWidget* host) {
+    const FieldRule& r = f.rule;
+    const QString name = camel(f.key);
+    const bool optional = has_default_state(f);
+    QWidget* w = nullptr;
+    switch (r.type) {
+        case FieldType::Int: {
+            const int hi = static_cast<int>(std::min<double>(r.hi, std::numeric_limits<int>::max()));
+            const int lo = static_cast<int>(r.lo) - (optional ? 1 : 0);
+            auto* s = spin(qPrintable(name + "Spin"), lo, hi, lo, host);
+            if (optional) s->setSpecialValueText(kDefault);
+            w = s;
+            break;
+        }
+        case FieldType::Number: {
+            auto* d = new QDoubleSpinBox(host);
+            d->setObjectName(name + "Spin");
+            d->setDecimals(4);
+            const double step = 0.0001;
+            d->setRange(r.lo - (optional ? step : 0), r.hi);
+            d->setSingleStep(r.hi <= 1 ? 0.01 : 1);
+            if (optional) d->setSpecialValueText(kDefault);
+            d->setKeyboardTracking(false);
+            w = d;
+            break;
+        }
+        case FieldType::Bool: {
+            auto* c = new QCheckBox(f.label, host);
+            c->setObjectName(name + "Check");
+            w = c;
+            break;
+        }
+        case FieldType::Enum: {
+            auto* c = combo(qPrintable(name + "Combo"), {}, host);
+            for (const EnumEntry& e : r.choices->entries) {
+                c->addItem(e.name);
+                c->setItemData(c->count() - 1, QString(e.help), Qt::ToolTipRole);
+            }
+            w = c;
+            break;
+        }
+        case FieldType::LoraTargets: {
+            auto* c = combo(qPrintable(name + "Combo"), {"all", "attention", "mlp", "q,v", "q,k,v,o"}, host);
+            c->setEditable(true);
+            w = c;
+            break;
+        }
+        case FieldType::Text: {
+            QStringList items = c_->names(*r.preset);
+            if (optional) items.prepend(kDefault);
+            w = combo(qPrintable(name + "Combo"), items, host);
+            break;
+        }
+    }
+    w->setToolTip(QString("%1 (%2 = ...): %3").arg(f.flag, f.key, f.help));
+    return w;
+}
+
+std::optional<FieldValue> MainWindow::widgetValue(const Field& f, QWidget* w) const {
+    auto text = [&](const QString& t) -> std::optional<FieldValue> {
+        if (t == kDefault) return std::nullopt;
+        auto v = value_from_text(f.rule, t.toStdString(), f.key);
+        if (!v) return std::nullopt;
+        return *v;
     };
-    // Model
-    auto* fm = group("Model");
+    if (auto* s = qobject_cast<QSpinBox*>(w)) {
+        if (!s->specialValueText().isEmpty() && s->value() == s->minimum()) return std::nullopt;
+        return std::int64_t{s->value()};
+    }
+    if (auto* d = qobject_cast<QDoubleSpinBox*>(w)) {
+        if (!d->specialValueText().isEmpty() && d->value() == d->minimum()) return std::nullopt;
+        return d->value();
+    }
+    if (auto* c = qobject_cast<QCheckBox*>(w)) return c->isChecked();
+    if (auto* c = qobject_cast<QComboBox*>(w)) return text(c->currentText().trimmed());
+    return std::nullopt;
+}
+
+void MainWindow::showFieldValue(const Field& f, QWidget* w, const std::optional<FieldValue>& v) {
+    const QSignalBlocker block(w);
+    if (auto* s = qobject_cast<QSpinBox*>(w)) s->setValue(v ? static_cast<int>(std::min<std::int64_t>(std::get<std::int64_t>(*v), s->maximum())) : s->minimum());
+    else if (auto* d = qobject_cast<QDoubleSpinBox*>(w)) d->setValue(v ? std::get<double>(*v) : d->minimum());
+    else if (auto* c = qobject_cast<QCheckBox*>(w)) c->setChecked(v && std::get<bool>(*v));
+    else if (auto* c = qobject_cast<QComboBox*>(w)) set_combo(c, v ? QString::fromStdString(value_to_text(f.rule, *v)) : QString(kDefault));
+}
+
+// Widgets of fields the input leaves to the resolver show the resolved value
+// (QLoRA's bf16 and full recompute, dp); fields the user set keep what was typed.
+void MainWindow::refreshFields() {
+    for (const auto& [f, w] : field_widgets_) {
+        if (f->get(c_->input())) continue;
+        if (!c_->valid()) continue;
+        std::optional<FieldValue> v = f->read ? f->read(c_->scenario()) : std::nullopt;
+        if (has_default_state(*f) && f->rule.type == FieldType::Text && f->rule.preset != PresetKind::Gpu) v.reset();
+        showFieldValue(*f, w, v);
+    }
+    if (c_->valid()) dp_label_->setText(QString::number(c_->scenario().setup.layout.dp));
+}
+
+void MainWindow::fieldEdited(const Field& f, QWidget* w) {
+    if (loading_) return;
+    QElapsedTimer timer;
+    timer.start();
+    ScenarioInput in = c_->input();
+    if (auto v = widgetValue(f, w)) f.set(in, *v);
+    else f.clear(in);
+    c_->setInput(in);  // emits changed() -> showResults()
+    repaint_ms_ = timer.nsecsElapsed() / 1e6;
+    update_label_->setText(QString("updated in %1 ms (model %2 ms)").arg(repaint_ms_, 0, 'f', 2).arg(c_->lastUpdateMs(), 0, 'f', 2));
+}
+
+void MainWindow::buildModelGroup(QFormLayout* fm, QWidget* host) {
     model_ = combo("modelCombo", c_->names(PresetKind::Model), host);
     model_->setEditable(true);
     model_->setToolTip("A preset, a size shorthand (7b, 13b, 70b: Llama-shaped, approximate), or a file via Open model");
-    auto* open_model = new QPushButton("Open TOML / config.json...", host);
-    open_model->setObjectName("openModelButton");
+    open_model_ = new QPushButton("Open TOML / config.json...", host);
+    open_model_->setObjectName("openModelButton");
     fm->addRow("Model", model_);
-    fm->addRow("", open_model);
+    fm->addRow("", open_model_);
     layers_ = spin("layersSpin", 1, 100000, 32, host);
     hidden_ = spin("hiddenSpin", 1, 1 << 22, 4096, host);
     heads_ = spin("headsSpin", 1, 65536, 32, host);
     kv_heads_ = spin("kvHeadsSpin", 1, 65536, 32, host);
     ffn_ = spin("ffnSpin", 1, 1 << 22, 11008, host);
     vocab_ = spin("vocabSpin", 1, 1 << 24, 32000, host);
+    auto pair = [](QWidget* a, QWidget* b) {
+        auto* w = new QWidget;
+        auto* h = new QHBoxLayout(w);
+        h->setContentsMargins(0, 0, 0, 0);
+        h->addWidget(a);
+        h->addWidget(b);
+        return w;
+    };
     fm->addRow("Layers", layers_);
     fm->addRow("Hidden", hidden_);
-    fm->addRow("Heads / KV heads", [&] { auto* w = new QWidget; auto* h = new QHBoxLayout(w); h->setContentsMargins(0, 0, 0, 0); h->addWidget(heads_); h->addWidget(kv_heads_); return w; }());
+    fm->addRow("Heads / KV heads", pair(heads_, kv_heads_));
     fm->addRow("FFN", ffn_);
     fm->addRow("Vocabulary", vocab_);
     max_seq_ = spin("maxSeqSpin", 1, 1 << 26, 4096, host);
-    activation_ = combo("activationCombo", {"swiglu", "geglu", "gelu", "relu"}, host);
-    norm_ = combo("normCombo", {"rmsnorm", "layernorm"}, host);
+    auto names = [](const EnumTable& t) {
+        QStringList l;
+        for (const auto& n : t.names()) l << QString::fromStdString(n);
+        return l;
+    };
+    activation_ = combo("activationCombo", names(enum_table<Activation>()), host);
+    norm_ = combo("normCombo", names(enum_table<NormKind>()), host);
     tied_ = new QCheckBox("Tied embeddings", host);
     tied_->setObjectName("tiedCheck");
     experts_ = spin("expertsSpin", 0, 65536, 0, host);
     experts_->setSpecialValueText("dense");
     top_k_ = spin("topKSpin", 1, 65536, 2, host);
     fm->addRow("Context", max_seq_);
-    fm->addRow("Activation / norm", [&] { auto* w = new QWidget; auto* h = new QHBoxLayout(w); h->setContentsMargins(0, 0, 0, 0); h->addWidget(activation_); h->addWidget(norm_); return w; }());
+    fm->addRow("Activation / norm", pair(activation_, norm_));
     fm->addRow(tied_);
-    fm->addRow("Experts / top-k", [&] { auto* w = new QWidget; auto* h = new QHBoxLayout(w); h->setContentsMargins(0, 0, 0, 0); h->addWidget(experts_); h->addWidget(top_k_); return w; }());
-    // Hardware
-    auto* fh = group("Hardware");
-    gpu_ = combo("gpuCombo", c_->names(PresetKind::Gpu), host);
-    gpus_ = spin("gpusSpin", 1, 1 << 20, 1, host);
-    per_node_ = spin("gpusPerNodeSpin", 1, 4096, 8, host);
-    QStringList links = c_->names(PresetKind::Link);
-    intra_ = combo("intraCombo", QStringList{"(default)"} + links, host);
-    inter_ = combo("interCombo", QStringList{"(default)"} + links, host);
-    fh->addRow("GPU", gpu_);
-    fh->addRow("GPUs", gpus_);
-    fh->addRow("GPUs per node", per_node_);
-    fh->addRow("Inside a node", intra_);
-    fh->addRow("Between nodes", inter_);
-    // Training
-    auto* ft = group("Training");
-    method_ = combo("methodCombo", {"full", "lora", "qlora"}, host);
-    lora_rank_ = spin("loraRankSpin", 1, 65536, 16, host);
-    precision_ = combo("precisionCombo", {"bf16-mixed", "fp16-mixed", "bf16", "fp32", "fp8-mixed"}, host);
-    optimizer_ = combo("optimizerCombo", {"adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"}, host);
-    framework_ = combo("frameworkCombo", {"deepspeed", "megatron", "pytorch-amp"}, host);
-    zero_ = combo("zeroCombo", {"0", "1", "2", "3"}, host);
-    offload_ = combo("offloadCombo", {"none", "cpu", "nvme"}, host);
-    recompute_ = combo("recomputeCombo", {"none", "selective", "full"}, host);
-    flash_ = new QCheckBox("FlashAttention", host);
-    flash_->setObjectName("flashCheck");
-    flash_->setChecked(true);
-    attention_ = combo("attentionKernelCombo", {"flash2", "flash1", "flash3"}, host);
-    seq_ = spin("seqLenSpin", 1, 16 * 1024 * 1024, 2048, host);
-    micro_ = spin("microBatchSpin", 1, 1 << 20, 1, host);
-    global_ = spin("globalBatchSpin", 1, 1 << 30, 1, host);
-    ft->addRow("Method", method_);
-    ft->addRow("LoRA rank", lora_rank_);
-    lora_targets_ = combo("loraTargetsCombo", {"all", "attention", "mlp", "q,v", "q,k,v,o"}, host);
-    quant_ = combo("quantCombo", {"nf4", "fp4"}, host);
-    double_quant_ = new QCheckBox("Double quantization", host);
-    double_quant_->setObjectName("doubleQuantCheck");
-    double_quant_->setChecked(true);
-    paged_ = new QCheckBox("Paged optimizer", host);
-    paged_->setObjectName("pagedCheck");
-    paged_->setChecked(true);
-    ft->addRow("LoRA targets", lora_targets_);
-    ft->addRow("QLoRA base", quant_);
-    ft->addRow(double_quant_, paged_);
-    ft->addRow("Precision", precision_);
-    ft->addRow("Optimizer", optimizer_);
-    ft->addRow("Convention", framework_);
-    ft->addRow("ZeRO stage", zero_);
-    ft->addRow("Optimizer offload", offload_);
-    ft->addRow("Recompute", recompute_);
-    ft->addRow(flash_, attention_);
-    ft->addRow("Sequence length", seq_);
-    ft->addRow("Micro-batch", micro_);
-    ft->addRow("Global batch", global_);
-    // Parallel layout
-    auto* fp = group("Parallel layout");
-    tp_ = spin("tpSpin", 1, 65536, 1, host);
-    pp_ = spin("ppSpin", 1, 65536, 1, host);
-    vp_ = spin("vpSpin", 1, 1024, 1, host);
-    ep_ = spin("epSpin", 1, 65536, 1, host);
-    sp_ = new QCheckBox("Sequence parallel", host);
-    sp_->setObjectName("spCheck");
-    schedule_ = combo("scheduleCombo", {"1f1b", "interleaved", "gpipe"}, host);
-    dp_label_ = new QLabel(host);
-    dp_label_->setObjectName("dpLabel");
-    fp->addRow("TP", tp_);
-    fp->addRow("PP", pp_);
-    fp->addRow("Interleave (v)", vp_);
-    fp->addRow("EP", ep_);
-    fp->addRow(sp_);
-    fp->addRow("Schedule", schedule_);
-    fp->addRow("DP", dp_label_);
-    // Budget
-    auto* fb = group("Token budget and price");
+    fm->addRow("Experts / top-k", pair(experts_, top_k_));
+}
+
+// One group per schema section, one widget per row.
+void MainWindow::buildFieldGroups(QVBoxLayout* v, QWidget* host) {
+    const std::map<std::string, QString> titles{{"hardware", "Hardware"}, {"training", "Training"}, {"parallel", "Parallel layout"}};
+    for (const std::string& section : scenario_sections()) {
+        auto* g = new QGroupBox(titles.count(section) ? titles.at(section) : QString::fromStdString(section), host);
+        auto* form = new QFormLayout(g);
+        v->addWidget(g);
+        for (const Field& f : scenario_fields()) {
+            if (section != f.section || !f.in_form) continue;
+            QWidget* w = makeFieldWidget(f, host);
+            field_widgets_.push_back({&f, w});
+            if (f.rule.type == FieldType::Bool) form->addRow(w);
+            else form->addRow(f.label, w);
+            if (auto* s = qobject_cast<QSpinBox*>(w)) connect(s, qOverload<int>(&QSpinBox::valueChanged), this, [this, &f, w] { fieldEdited(f, w); });
+            else if (auto* d = qobject_cast<QDoubleSpinBox*>(w)) connect(d, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this, &f, w] { fieldEdited(f, w); });
+            else if (auto* c = qobject_cast<QCheckBox*>(w)) connect(c, &QCheckBox::toggled, this, [this, &f, w] { fieldEdited(f, w); });
+            else if (auto* c = qobject_cast<QComboBox*>(w)) connect(c, &QComboBox::currentTextChanged, this, [this, &f, w] { fieldEdited(f, w); });
+        }
+        if (section == "parallel") {
+            dp_label_ = new QLabel(host);
+            dp_label_->setObjectName("dpLabel");
+            form->addRow("DP", dp_label_);
+        }
+    }
+}
+
+void MainWindow::buildBudgetGroup(QFormLayout* fb, QWidget* host) {
     tokens_ = new QDoubleSpinBox(host);
     tokens_->setObjectName("tokensSpin");
     tokens_->setRange(0, 1e9);
@@ -244,73 +354,55 @@ void MainWindow::buildEditor(QWidget* host) {
     tokens_->setValue(1);
     rent_ = new QDoubleSpinBox(host);
     rent_->setObjectName("rentSpin");
-    rent_->setRange(0, 1000);
+    rent_->setRange(0, option_field("rent").rule.hi);
     rent_->setDecimals(2);
     rent_->setPrefix("$ ");
     rent_->setSuffix(" / GPU-hour");
     fb->addRow("Train", tokens_);
     fb->addRow("Rent", rent_);
-    error_ = new QLabel(host);
-    error_->setObjectName("errorLabel");
-    error_->setWordWrap(true);
-    error_->setStyleSheet("color: #d1242f; font-weight: 600;");
-    v->addWidget(error_);
-    v->addStretch();
+}
 
-    for (QComboBox* c : {gpu_, intra_, inter_, method_, precision_, optimizer_, framework_, zero_, offload_, recompute_, schedule_, attention_,
-                         lora_targets_, quant_})
-        connect(c, &QComboBox::currentTextChanged, this, &MainWindow::readInputs);
+void MainWindow::connectModelGroup() {
     connect(model_, &QComboBox::currentTextChanged, this, [this] {
         if (!loading_) readInputs();
     });
-    for (QSpinBox* s : {gpus_, per_node_, lora_rank_, seq_, micro_, global_, tp_, pp_, vp_, ep_})
-        connect(s, qOverload<int>(&QSpinBox::valueChanged), this, &MainWindow::readInputs);
     // Editing an architecture field turns the model into an inline one.
     auto edited = [this] {
-            if (loading_ || !c_->valid()) return;
-            ScenarioInput in = c_->input();
-            ModelSpec m = c_->scenario().model;
-            m.num_layers = layers_->value();
-            m.hidden = hidden_->value();
-            m.num_heads = heads_->value();
-            m.num_kv_heads = kv_heads_->value();
-            m.head_dim = m.hidden / std::max(1, heads_->value());
-            m.ffn = ffn_->value();
-            if (m.is_moe()) m.moe.expert_ffn = m.ffn;
-            m.vocab = vocab_->value();
-            m.max_seq_len = max_seq_->value();
-            m.activation = activation_->currentIndex() == 0 ? Activation::SwiGLU : activation_->currentIndex() == 1 ? Activation::GeGLU
-                           : activation_->currentIndex() == 2 ? Activation::GELU : Activation::ReLU;
-            const bool layernorm = norm_->currentIndex() == 1;
-            if (layernorm != (m.norm == NormKind::LayerNorm)) m.norm_bias = layernorm;
-            m.norm = layernorm ? NormKind::LayerNorm : NormKind::RMSNorm;
-            m.tied_embeddings = tied_->isChecked();
-            m.moe.num_experts = experts_->value();
-            if (m.is_moe()) {
-                m.moe.top_k = std::min(top_k_->value(), experts_->value());
-                if (m.moe.shared_expert_ffn == 0) m.moe.shared_expert_ffn = m.moe.expert_ffn;
-            }
-            m.name = QString::fromStdString(m.name).remove(" (edited)").toStdString() + " (edited)";
-            in.model_inline = m;
-            in.model.reset();
-            loading_ = true;
-            model_->setEditText(QString::fromStdString(m.name));
-            loading_ = false;
-            c_->setInput(in);
+        if (loading_ || !c_->valid()) return;
+        ScenarioInput in = c_->input();
+        ModelSpec m = c_->scenario().model;
+        m.num_layers = layers_->value();
+        m.hidden = hidden_->value();
+        m.num_heads = heads_->value();
+        m.num_kv_heads = kv_heads_->value();
+        m.head_dim = m.hidden / std::max(1, heads_->value());
+        m.ffn = ffn_->value();
+        if (m.is_moe()) m.moe.expert_ffn = m.ffn;
+        m.vocab = vocab_->value();
+        m.max_seq_len = max_seq_->value();
+        m.activation = parse_enum<Activation>(activation_->currentText().toStdString()).value_or(m.activation);
+        const bool layernorm = parse_enum<NormKind>(norm_->currentText().toStdString()) == NormKind::LayerNorm;
+        if (layernorm != (m.norm == NormKind::LayerNorm)) m.norm_bias = layernorm;
+        m.norm = layernorm ? NormKind::LayerNorm : NormKind::RMSNorm;
+        m.tied_embeddings = tied_->isChecked();
+        m.moe.num_experts = experts_->value();
+        if (m.is_moe()) {
+            m.moe.top_k = std::min(top_k_->value(), experts_->value());
+            if (m.moe.shared_expert_ffn == 0) m.moe.shared_expert_ffn = m.moe.expert_ffn;
+        }
+        m.name = QString::fromStdString(m.name).remove(" (edited)").toStdString() + " (edited)";
+        in.model_inline = m;
+        in.model.reset();
+        loading_ = true;
+        model_->setEditText(QString::fromStdString(m.name));
+        loading_ = false;
+        c_->setInput(in);
     };
     for (QSpinBox* s : {layers_, hidden_, heads_, kv_heads_, ffn_, vocab_, max_seq_, experts_, top_k_})
         connect(s, qOverload<int>(&QSpinBox::valueChanged), this, edited);
     for (QComboBox* cb : {activation_, norm_}) connect(cb, &QComboBox::currentTextChanged, this, edited);
     connect(tied_, &QCheckBox::toggled, this, edited);
-    for (QCheckBox* cb : {flash_, sp_, double_quant_, paged_}) connect(cb, &QCheckBox::toggled, this, &MainWindow::readInputs);
-    for (QDoubleSpinBox* d : {tokens_, rent_})
-        connect(d, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this] {
-            RunOptions r = c_->run();
-            r.tokens_to_train = tokens_->value() * 1e9;
-            r.rent_usd_per_gpu_hour = rent_->value();
-            c_->setRun(r);
-        });
-    connect(open_model, &QPushButton::clicked, this, [this] {
+    connect(open_model_, &QPushButton::clicked, this, [this] {
         const QString f = QFileDialog::getOpenFileName(this, "Open a model", {}, "Model (*.toml *.json)");
         if (!f.isEmpty()) {
             loading_ = true;
@@ -319,44 +411,47 @@ void MainWindow::buildEditor(QWidget* host) {
             readInputs();
         }
     });
+    for (QDoubleSpinBox* d : {tokens_, rent_})
+        connect(d, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this] {
+            RunOptions r = c_->run();
+            r.tokens_to_train = tokens_->value() * 1e9;
+            r.rent_usd_per_gpu_hour = rent_->value();
+            c_->setRun(r);
+        });
 }
 
+void MainWindow::buildEditor(QWidget* host) {
+    auto* v = new QVBoxLayout(host);
+    auto* gm = new QGroupBox("Model", host);
+    auto* fm = new QFormLayout(gm);
+    v->addWidget(gm);
+    buildModelGroup(fm, host);
+    buildFieldGroups(v, host);
+    auto* gb = new QGroupBox("Token budget and price", host);
+    auto* fb = new QFormLayout(gb);
+    v->addWidget(gb);
+    buildBudgetGroup(fb, host);
+    error_ = new QLabel(host);
+    error_->setObjectName("errorLabel");
+    error_->setWordWrap(true);
+    error_->setStyleSheet("color: #d1242f; font-weight: 600;");
+    v->addWidget(error_);
+    v->addStretch();
+    connectModelGroup();
+    connect(c_, &Controller::changed, this, &MainWindow::refreshFields);
+}
+
+// The model field: a preset, shorthand or path; the other fields stay as set.
 void MainWindow::readInputs() {
     if (loading_) return;
     QElapsedTimer timer;
     timer.start();
-    ScenarioInput in;
+    ScenarioInput in = c_->input();
     const QString model = model_->currentText().trimmed();
-    if (c_->input().model_inline && model.endsWith("(edited)")) in.model_inline = c_->input().model_inline;
-    else in.model = model.toStdString();
-    in.gpu = gpu_->currentText().toStdString();
-    in.gpus = gpus_->value();
-    in.gpus_per_node = per_node_->value();
-    if (intra_->currentIndex() > 0) in.intra_node = intra_->currentText().toStdString();
-    if (inter_->currentIndex() > 0) in.inter_node = inter_->currentText().toStdString();
-    in.method = parse_method(method_->currentText().toStdString());
-    in.lora_rank = lora_rank_->value();
-    in.lora_targets = parse_lora_targets(lora_targets_->currentText().toStdString());
-    in.quant = parse_quant(quant_->currentText().toStdString());
-    in.double_quant = double_quant_->isChecked();
-    in.paged_optimizer = paged_->isChecked();
-    in.precision = parse_precision(precision_->currentText().toStdString());
-    in.optimizer = parse_optimizer(optimizer_->currentText().toStdString());
-    in.framework = parse_framework(framework_->currentText().toStdString());
-    in.zero = zero_->currentText().toInt();
-    in.optimizer_offload = parse_offload(offload_->currentText().toStdString());
-    in.recompute = parse_recompute(recompute_->currentText().toStdString());
-    in.flash_attention = flash_->isChecked();
-    in.attention_kernel = parse_attention_kernel(attention_->currentText().toStdString());
-    in.seq_len = seq_->value();
-    in.micro_batch = micro_->value();
-    in.global_batch = global_->value();
-    in.tp = tp_->value();
-    in.pp = pp_->value();
-    in.vp = vp_->value();
-    in.ep = ep_->value();
-    in.sequence_parallel = sp_->isChecked();
-    in.schedule = parse_schedule(schedule_->currentText().toStdString());
+    if (!(in.model_inline && model.endsWith("(edited)"))) {
+        in.model_inline.reset();
+        in.model = model.toStdString();
+    }
     c_->setInput(in);  // emits changed() -> showResults()
     repaint_ms_ = timer.nsecsElapsed() / 1e6;
     update_label_->setText(QString("updated in %1 ms (model %2 ms)").arg(repaint_ms_, 0, 'f', 2).arg(c_->lastUpdateMs(), 0, 'f', 2));
@@ -387,51 +482,24 @@ void MainWindow::setArchitectureFields(const ModelSpec& m) {
     top_k_->setValue(std::max(1, m.moe.top_k));
 }
 
+// Every form field of `s` becomes an input (the global batch standing for the
+// accumulation, the GPU count for dp), so the editor re-evaluates exactly this scenario.
 void MainWindow::loadScenario(const Scenario& s, const QString& model_ref) {
     loading_ = true;
+    ScenarioInput in;
+    for (const Field& f : scenario_fields())
+        if (f.in_form && f.read)
+            if (auto v = f.read(s)) f.set(in, *v);
+    if (model_ref.isEmpty()) in.model_inline = s.model;
+    else in.model = model_ref.toStdString();
     const QList<QWidget*> all = findChildren<QWidget*>();
     for (QWidget* w : all) w->blockSignals(true);
     set_combo(model_, model_ref.isEmpty() ? QString::fromStdString(s.model.name) : model_ref);
     setArchitectureFields(s.model);
-    set_combo(gpu_, QString::fromStdString(s.cluster.gpu.id));
-    gpus_->setValue(s.cluster.num_gpus);
-    per_node_->setValue(s.cluster.gpus_per_node);
-    set_combo(intra_, s.cluster.intra_node.id.empty() ? "(default)" : QString::fromStdString(s.cluster.intra_node.id));
-    set_combo(inter_, s.cluster.inter_node.id.empty() ? "(default)" : QString::fromStdString(s.cluster.inter_node.id));
-    const TrainingSetup& t = s.setup;
-    set_combo(method_, to_string(t.method));
-    lora_rank_->setValue(t.lora.rank);
-    set_combo(lora_targets_, t.lora.targets == kLoraAll ? "all" : t.lora.targets == kLoraAttention ? "attention"
-                             : t.lora.targets == kLoraMlp ? "mlp" : t.lora.targets == (kLoraQ | kLoraV) ? "q,v" : "q,k,v,o");
-    set_combo(quant_, to_string(t.qlora.quant));
-    double_quant_->setChecked(t.qlora.double_quant);
-    paged_->setChecked(t.qlora.paged_optimizer);
-    set_combo(precision_, to_string(t.precision));
-    set_combo(optimizer_, to_string(t.optimizer));
-    set_combo(framework_, to_string(t.framework));
-    set_combo(zero_, QString::number(t.zero_stage));
-    set_combo(offload_, to_string(t.optimizer_offload));
-    set_combo(recompute_, to_string(t.recompute));
-    flash_->setChecked(t.flash_attention);
-    set_combo(attention_, to_string(t.attention_kernel));
-    seq_->setValue(static_cast<int>(t.seq_len));
-    micro_->setValue(static_cast<int>(t.micro_batch));
-    global_->setValue(static_cast<int>(t.global_batch()));
-    tp_->setValue(t.layout.tp);
-    pp_->setValue(t.layout.pp);
-    vp_->setValue(t.layout.vp);
-    ep_->setValue(t.layout.ep);
-    sp_->setChecked(t.layout.sequence_parallel);
-    set_combo(schedule_, to_string(t.layout.schedule));
+    for (const auto& [f, w] : field_widgets_) showFieldValue(*f, w, f->get(in));
     for (QWidget* w : all) w->blockSignals(false);
     loading_ = false;
-    if (model_ref.isEmpty()) {
-        ScenarioInput in = c_->input();
-        in.model_inline = s.model;
-        in.model.reset();
-        c_->setInput(in);
-    }
-    readInputs();
+    c_->setInput(in);
 }
 
 void MainWindow::buildResults(QWidget* host) {

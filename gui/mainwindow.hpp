@@ -6,15 +6,20 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <vector>
 #include <thread>
 
 #include "controller.hpp"
+#include "trainplan/schema.hpp"
 #include "trainplan/search.hpp"
 
 class QCheckBox;
 class QChartView;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
+class QVBoxLayout;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -58,17 +63,27 @@ private:
     void applyAdvice(int row);
     void planFinished(const QVector<PlanCandidate>& rows, bool cancelled);
     void setArchitectureFields(const ModelSpec& m);
+    // The editor form, generated from the scenario schema (schema.hpp).
+    void buildModelGroup(QFormLayout* form, QWidget* host);
+    void buildFieldGroups(QVBoxLayout* v, QWidget* host);
+    void buildBudgetGroup(QFormLayout* form, QWidget* host);
+    void connectModelGroup();
+    QWidget* makeFieldWidget(const Field& f, QWidget* host);
+    std::optional<FieldValue> widgetValue(const Field& f, QWidget* w) const;
+    void showFieldValue(const Field& f, QWidget* w, const std::optional<FieldValue>& v);
+    void fieldEdited(const Field& f, QWidget* w);
+    void refreshFields();
 
     Controller* c_;
     bool loading_ = false;
     double repaint_ms_ = 0;
 
     // editor
-    QComboBox *model_, *gpu_, *intra_, *inter_, *method_, *precision_, *optimizer_, *framework_, *zero_, *offload_, *recompute_,
-        *schedule_, *attention_, *activation_, *norm_, *lora_targets_, *quant_;
-    QSpinBox *layers_, *hidden_, *heads_, *kv_heads_, *ffn_, *vocab_, *gpus_, *per_node_, *lora_rank_, *seq_, *micro_, *global_, *tp_, *pp_,
-        *vp_, *ep_, *max_seq_, *experts_, *top_k_;
-    QCheckBox *flash_, *sp_, *tied_, *double_quant_, *paged_;
+    QComboBox *model_, *activation_, *norm_;
+    QPushButton* open_model_;
+    QSpinBox *layers_, *hidden_, *heads_, *kv_heads_, *ffn_, *vocab_, *max_seq_, *experts_, *top_k_;
+    QCheckBox* tied_;
+    std::vector<std::pair<const Field*, QWidget*>> field_widgets_;  // one per schema row in the form
     QDoubleSpinBox *tokens_, *rent_;
     QLabel *dp_label_, *error_;
     // results

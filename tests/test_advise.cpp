@@ -140,7 +140,7 @@ TEST_CASE("seed 004: 25 GbE between nodes -- communication; InfiniBand quantifie
 TEST_CASE("advise rejects bad observations with the limit named", "[advise][bad-input]") {
     const auto r = tp_test::cli({"advise", "llama-2-7b", "--gpu", "rtx-4090", "--gpu-util", "140"});
     CHECK(r.code == 2);
-    CHECK(r.err == "error: --gpu-util = 140 must be between 0 and 100\n");
+    CHECK(r.err == "error: --gpu-util = 140 exceeds the maximum 100\n");
     const auto s = tp_test::cli({"advise", "llama-2-7b", "--gpu", "rtx-4090", "--storage", "tape"});
     CHECK(s.code == 2);
     CHECK(s.err == "error: --storage = \"tape\" is not one of: hdd, sata-ssd, nvme, network\n");

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "trainplan/schema.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan::app {
@@ -67,49 +68,58 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
     };
 }
 
-nlohmann::json scenario_json(const Scenario& s) {
-    const TrainingSetup& t = s.setup;
-    const ParamCounts pc = count_params(s.model);
-    return {
-        {"model", {{"id", s.model.id}, {"name", s.model.name}, {"approximate", s.model.approximate},
-                   {"params", pc.total}, {"active_params", pc.active}}},
-        {"hardware", {{"gpu", s.cluster.gpu.id}, {"gpus", s.cluster.num_gpus}, {"gpus_per_node", s.cluster.gpus_per_node},
-                      {"intra_node", s.cluster.intra_node.id}, {"inter_node", s.cluster.inter_node.id},
-                      {"nics_per_node", s.cluster.nics_per_node}}},
-        {"training", {{"method", to_string(t.method)}, {"precision", to_string(t.precision)},
-                      {"optimizer", to_string(t.optimizer)}, {"framework", to_string(t.framework)},
-                      {"zero", t.zero_stage}, {"recompute", to_string(t.recompute)},
-                      {"flash_attention", t.flash_attention}, {"seq_len", t.seq_len}, {"micro_batch", t.micro_batch},
-                      {"grad_accum", t.grad_accum}, {"global_batch", t.global_batch()},
-                      {"optimizer_offload", to_string(t.optimizer_offload)}, {"param_offload", to_string(t.param_offload)},
-                      {"lora_rank", t.lora.rank}, {"attention_kernel", to_string(t.attention_kernel)}}},
-        {"run", {{"loader_workers", s.run.loader_workers}, {"worker_samples_per_s", s.run.worker_samples_per_s},
-                 {"storage_bytes_per_s", s.run.storage_bytes_per_s}, {"sustained_clock", s.run.sustained_clock}}},
-        {"parallel", {{"tp", t.layout.tp}, {"pp", t.layout.pp}, {"dp", t.layout.dp}, {"ep", t.layout.ep},
-                      {"vp", t.layout.vp}, {"sequence_parallel", t.layout.sequence_parallel},
-                      {"schedule", to_string(t.layout.schedule)}}},
-    };
+namespace {
+
+nlohmann::json json_value(const Field& f, const FieldValue& v) {
+    switch (f.rule.type) {
+        case FieldType::Int: return std::get<std::int64_t>(v);
+        case FieldType::Number: return std::get<double>(v);
+        case FieldType::Bool: return std::get<bool>(v);
+        default: return value_to_text(f.rule, v);
+    }
 }
 
+// POSIX shell word: left bare when safe, else single-quoted.
+std::string shell_word(const std::string& v) {
+    if (!v.empty() && v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,/+=:@%") == std::string::npos)
+        return v;
+    std::string q = "'";
+    for (char c : v) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+}  // namespace
+
+// The schema's sections, every field with a value (the JSON names are the keys).
+nlohmann::json scenario_json(const Scenario& s) {
+    const ParamCounts pc = count_params(s.model);
+    nlohmann::json j = {
+        {"model", {{"id", s.model.id}, {"name", s.model.name}, {"approximate", s.model.approximate},
+                   {"params", pc.total}, {"active_params", pc.active}}},
+        {"run", {{"loader_workers", s.run.loader_workers}, {"worker_samples_per_s", s.run.worker_samples_per_s},
+                 {"storage_bytes_per_s", s.run.storage_bytes_per_s}, {"sustained_clock", s.run.sustained_clock}}},
+    };
+    for (const Field& f : scenario_fields()) {
+        if (!f.read) continue;
+        auto& slot = j[f.section][f.key];
+        if (auto v = f.read(s)) slot = json_value(f, *v);
+        else if (f.rule.type == FieldType::Text) slot = "";  // not applicable (one node: no inter-node link)
+        else if (f.rule.type == FieldType::Int) slot = 0;    // 0 = the documented default
+    }
+    return j;
+}
+
+// Every saved field whose value differs from the default (and those whose
+// default depends on other fields), so the line parses back to the same scenario.
 std::string command_line(const Scenario& s, const std::string& model_ref, const std::string& command) {
-    const TrainingSetup& t = s.setup;
-    const ParallelLayout& p = t.layout;
-    auto q = [](const std::string& v) { return v.find_first_of(" '\"$") == std::string::npos ? v : "'" + v + "'"; };
-    std::string c = fmt::format("trainplan {} {} --gpu {} --gpus {} --gpus-per-node {}", command, q(model_ref.empty() ? s.model.id : model_ref),
-                                s.cluster.gpu.id, s.cluster.num_gpus, s.cluster.gpus_per_node);
-    if (!s.cluster.intra_node.id.empty()) c += " --intra-node " + s.cluster.intra_node.id;
-    if (!s.cluster.inter_node.id.empty() && s.cluster.num_nodes() > 1) c += " --inter-node " + s.cluster.inter_node.id;
-    c += fmt::format(" --method {} --precision {} --optimizer {} --framework {} --zero {} --recompute {} --flash-attention {}",
-                     to_string(t.method), to_string(t.precision), to_string(t.optimizer), to_string(t.framework), t.zero_stage,
-                     to_string(t.recompute), t.flash_attention ? "on" : "off");
-    if (t.method != Method::Full) c += fmt::format(" --lora-rank {}", t.lora.rank);
-    if (t.optimizer_offload != Offload::None) c += fmt::format(" --offload-optimizer {}", to_string(t.optimizer_offload));
-    if (t.param_offload != Offload::None) c += fmt::format(" --offload-params {}", to_string(t.param_offload));
-    c += fmt::format(" --seq-len {} --micro-batch {} --grad-accum {} --tp {} --pp {}", t.seq_len, t.micro_batch, t.grad_accum, p.tp, p.pp);
-    if (p.vp > 1) c += fmt::format(" --vp {} --schedule interleaved", p.vp);
-    else if (p.schedule == Schedule::GPipe) c += " --schedule gpipe";
-    if (p.ep > 1) c += fmt::format(" --ep {}", p.ep);
-    if (p.sequence_parallel) c += " --sp";
+    static const Scenario defaults{};
+    std::string c = fmt::format("trainplan {} {}", command, shell_word(model_ref.empty() ? s.model.id : model_ref));
+    for (const Field& f : scenario_fields()) {
+        if (!f.saved || !f.read) continue;
+        const auto v = f.read(s);
+        if (!v || (!f.contextual_default && f.read(defaults) == v)) continue;
+        c += fmt::format(" {} {}", f.flag, shell_word(value_to_text(f.rule, *v)));
+    }
     return c;
 }
 

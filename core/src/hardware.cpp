@@ -13,17 +13,6 @@ double GpuSpec::peak_flops(NumericFormat f) const {
     return fp32_flops;
 }
 
-const char* to_string(LinkKind k) {
-    switch (k) {
-        case LinkKind::PCIe: return "pcie";
-        case LinkKind::NVLink: return "nvlink";
-        case LinkKind::NVSwitch: return "nvswitch";
-        case LinkKind::InfiniBand: return "infiniband";
-        case LinkKind::RoCE: return "roce";
-        case LinkKind::Ethernet: return "ethernet";
-        case LinkKind::InfinityFabric: return "infinity_fabric";
-    }
-    return "?";
-}
+// to_string(LinkKind): enums.cpp, with its table.
 
 }  // namespace trainplan

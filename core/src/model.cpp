@@ -2,25 +2,7 @@
 
 namespace trainplan {
 
-const char* to_string(Activation a) {
-    switch (a) {
-        case Activation::SwiGLU: return "swiglu";
-        case Activation::GeGLU: return "geglu";
-        case Activation::GELU: return "gelu";
-        case Activation::ReLU: return "relu";
-    }
-    return "?";
-}
-const char* to_string(NormKind n) { return n == NormKind::RMSNorm ? "rmsnorm" : "layernorm"; }
-const char* to_string(PositionKind p) {
-    switch (p) {
-        case PositionKind::RoPE: return "rope";
-        case PositionKind::Learned: return "learned";
-        case PositionKind::ALiBi: return "alibi";
-        case PositionKind::None: return "none";
-    }
-    return "?";
-}
+// to_string(Activation / NormKind / PositionKind): enums.cpp, with their tables.
 
 std::int64_t mlp_params(const ModelSpec& m, std::int64_t ffn) {
     const std::int64_t h = m.hidden;

@@ -1,126 +1,19 @@
 #include <algorithm>
 #include <cctype>
+#include <limits>
 
 #include "toml_reader.hpp"
-#include "trainplan/moves.hpp"
 #include "trainplan/io.hpp"
+#include "trainplan/moves.hpp"
 #include "trainplan/policy.hpp"
+#include "trainplan/schema.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan {
 
 using detail::TomlReader;
 
-// ---------------------------------------------------------------- enums
-
-namespace {
-std::string lower(std::string_view s) {
-    std::string r(s);
-    for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    std::replace(r.begin(), r.end(), '_', '-');
-    return r;
-}
-}  // namespace
-
-std::optional<Method> parse_method(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "full") return Method::Full;
-    if (v == "lora") return Method::LoRA;
-    if (v == "qlora") return Method::QLoRA;
-    return std::nullopt;
-}
-std::optional<Precision> parse_precision(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "fp32") return Precision::FP32;
-    if (v == "fp16-mixed" || v == "fp16") return Precision::FP16Mixed;
-    if (v == "bf16-mixed") return Precision::BF16Mixed;
-    if (v == "bf16" || v == "bf16-true" || v == "bf16-pure") return Precision::BF16;
-    if (v == "fp8-mixed" || v == "fp8") return Precision::FP8Mixed;
-    return std::nullopt;
-}
-std::optional<OptimizerKind> parse_optimizer(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "adamw" || v == "adam") return OptimizerKind::AdamW;
-    if (v == "adamw-8bit" || v == "adam-8bit" || v == "adamw8bit") return OptimizerKind::AdamW8bit;
-    if (v == "sgd") return OptimizerKind::SGD;
-    if (v == "sgd-momentum") return OptimizerKind::SGDMomentum;
-    if (v == "adafactor") return OptimizerKind::Adafactor;
-    if (v == "lion") return OptimizerKind::Lion;
-    return std::nullopt;
-}
-std::optional<Framework> parse_framework(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "deepspeed") return Framework::DeepSpeed;
-    if (v == "megatron") return Framework::Megatron;
-    if (v == "pytorch-amp" || v == "amp") return Framework::PyTorchAMP;
-    return std::nullopt;
-}
-std::optional<Recompute> parse_recompute(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "none") return Recompute::None;
-    if (v == "selective") return Recompute::Selective;
-    if (v == "full") return Recompute::Full;
-    return std::nullopt;
-}
-std::optional<Offload> parse_offload(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "none") return Offload::None;
-    if (v == "cpu") return Offload::CPU;
-    if (v == "nvme") return Offload::NVMe;
-    return std::nullopt;
-}
-std::optional<Schedule> parse_schedule(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "1f1b") return Schedule::OneF1B;
-    if (v == "interleaved") return Schedule::Interleaved;
-    if (v == "gpipe") return Schedule::GPipe;
-    return std::nullopt;
-}
-std::optional<QuantType> parse_quant(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "nf4") return QuantType::NF4;
-    if (v == "fp4") return QuantType::FP4;
-    return std::nullopt;
-}
-std::optional<FsdpStrategy> parse_fsdp(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "none") return FsdpStrategy::None;
-    if (v == "full-shard") return FsdpStrategy::FullShard;
-    if (v == "shard-grad-op") return FsdpStrategy::ShardGradOp;
-    if (v == "hybrid-shard") return FsdpStrategy::HybridShard;
-    if (v == "no-shard") return FsdpStrategy::NoShard;
-    return std::nullopt;
-}
-std::optional<AttentionKernel> parse_attention_kernel(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "flash1" || v == "flash-attn-1") return AttentionKernel::Flash1;
-    if (v == "flash2" || v == "sdpa" || v == "flash-attn-2") return AttentionKernel::Flash2;
-    if (v == "flash3" || v == "cudnn" || v == "flash-attn-3") return AttentionKernel::Flash3;
-    return std::nullopt;
-}
-std::optional<unsigned> parse_lora_targets(std::string_view s) {
-    unsigned mask = 0;
-    std::string item;
-    const std::string text = lower(s) + ",";
-    for (char c : text) {
-        if (c != ',') { if (!std::isspace(static_cast<unsigned char>(c))) item += c; continue; }
-        if (item.empty()) continue;
-        if (item == "all" || item == "all-linear") mask |= kLoraAll;
-        else if (item == "attention") mask |= kLoraAttention;
-        else if (item == "mlp") mask |= kLoraMlp;
-        else if (item == "q" || item == "q-proj" || item == "query") mask |= kLoraQ;
-        else if (item == "k" || item == "k-proj" || item == "key") mask |= kLoraK;
-        else if (item == "v" || item == "v-proj" || item == "value") mask |= kLoraV;
-        else if (item == "o" || item == "o-proj" || item == "out" || item == "projection") mask |= kLoraO;
-        else if (item == "gate" || item == "gate-proj") mask |= kLoraGate;
-        else if (item == "up" || item == "up-proj" || item == "fc1") mask |= kLoraUp;
-        else if (item == "down" || item == "down-proj" || item == "fc2") mask |= kLoraDown;
-        else return std::nullopt;
-        item.clear();
-    }
-    if (mask == 0) return std::nullopt;
-    return mask;
-}
+// Enum spellings: enums.cpp (one table per enum).
 
 const char* to_string(PresetKind k) {
     switch (k) {
@@ -188,33 +81,6 @@ std::vector<Diagnostic> check_model(const ModelSpec& m) {
 
 namespace {
 
-constexpr const char* kActivations = "swiglu, geglu, gelu, relu";
-constexpr const char* kNorms = "rmsnorm, layernorm";
-constexpr const char* kPositions = "rope, learned, alibi, none";
-
-std::optional<Activation> parse_activation(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "swiglu" || v == "silu-glu") return Activation::SwiGLU;
-    if (v == "geglu") return Activation::GeGLU;
-    if (v == "gelu") return Activation::GELU;
-    if (v == "relu") return Activation::ReLU;
-    return std::nullopt;
-}
-std::optional<NormKind> parse_norm(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "rmsnorm") return NormKind::RMSNorm;
-    if (v == "layernorm") return NormKind::LayerNorm;
-    return std::nullopt;
-}
-std::optional<PositionKind> parse_position(std::string_view s) {
-    const auto v = lower(s);
-    if (v == "rope") return PositionKind::RoPE;
-    if (v == "learned") return PositionKind::Learned;
-    if (v == "alibi") return PositionKind::ALiBi;
-    if (v == "none") return PositionKind::None;
-    return std::nullopt;
-}
-
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 22;
 
 // Reads architecture keys of a model table into m; `section` names it in messages.
@@ -232,8 +98,8 @@ void read_model_keys(TomlReader& r, ModelSpec& m, std::vector<Diagnostic>& errs,
     if (auto v = r.integer("ffn_hidden_size", 1, kMaxDim, true)) m.ffn = *v;
     if (auto v = r.integer("vocab_size", 1, std::int64_t{1} << 24, true)) m.vocab = *v;
     if (auto v = r.integer("max_seq_len", 1, std::int64_t{1} << 26, true)) m.max_seq_len = *v;
-    if (auto v = r.choice<Activation>("activation", parse_activation, kActivations)) m.activation = *v;
-    if (auto v = r.choice<NormKind>("norm", parse_norm, kNorms)) m.norm = *v;
+    if (auto v = r.choice<Activation>("activation", parse_enum<Activation>, enum_table<Activation>().allowed().c_str())) m.activation = *v;
+    if (auto v = r.choice<NormKind>("norm", parse_enum<NormKind>, enum_table<NormKind>().allowed().c_str())) m.norm = *v;
     m.norm_bias = m.norm == NormKind::LayerNorm;
     if (auto v = r.boolean("norm_bias")) m.norm_bias = *v;
     if (auto v = r.integer("norms_per_layer", 1, 4)) m.norms_per_layer = static_cast<int>(*v);
@@ -242,7 +108,7 @@ void read_model_keys(TomlReader& r, ModelSpec& m, std::vector<Diagnostic>& errs,
     if (auto v = r.boolean("mlp_bias")) m.mlp_bias = *v;
     if (auto v = r.boolean("lm_head_bias")) m.lm_head_bias = *v;
     if (auto v = r.boolean("tied_embeddings")) m.tied_embeddings = *v;
-    if (auto v = r.choice<PositionKind>("position", parse_position, kPositions)) m.position = *v;
+    if (auto v = r.choice<PositionKind>("position", parse_enum<PositionKind>, enum_table<PositionKind>().allowed().c_str())) m.position = *v;
     if (auto v = r.boolean("parallel_block")) m.parallel_block = *v;
     if (auto v = r.boolean("embedding_norm")) m.embedding_norm = *v;
     if (auto v = r.boolean("final_norm")) m.final_norm = *v;
@@ -341,17 +207,7 @@ Result<LinkSpec> parse_link_toml(std::string_view text, const std::string& filen
     if (auto v = r.string("name", true)) l.name = *v;
     if (auto v = r.string("source", true)) l.source = *v;
     if (auto v = r.string("notes")) l.notes = *v;
-    auto kind = r.choice<LinkKind>("kind", [](std::string_view s) -> std::optional<LinkKind> {
-        const auto v = lower(s);
-        if (v == "pcie") return LinkKind::PCIe;
-        if (v == "nvlink") return LinkKind::NVLink;
-        if (v == "nvswitch") return LinkKind::NVSwitch;
-        if (v == "infiniband") return LinkKind::InfiniBand;
-        if (v == "roce") return LinkKind::RoCE;
-        if (v == "ethernet") return LinkKind::Ethernet;
-        if (v == "infinity-fabric") return LinkKind::InfinityFabric;
-        return std::nullopt;
-    }, "pcie, nvlink, nvswitch, infiniband, roce, ethernet, infinity_fabric", true);
+    auto kind = r.choice<LinkKind>("kind", parse_enum<LinkKind>, enum_table<LinkKind>().allowed().c_str(), true);
     if (kind) l.kind = *kind;
     if (auto v = r.number("bandwidth_gb_s", 0.001, 1e6, true)) l.bandwidth_Bps = *v * units::GBps;
     if (auto v = r.number("efficiency", 0.01, 1.5)) l.efficiency = *v;
@@ -387,22 +243,83 @@ Result<NodeSpec> parse_node_toml(std::string_view text, const std::string& filen
 // ---------------------------------------------------------------- scenarios
 
 void ScenarioInput::merge(const ScenarioInput& o) {
-#define TP_MERGE(f) if (o.f) f = o.f;
-    TP_MERGE(model) TP_MERGE(model_inline) TP_MERGE(gpu) TP_MERGE(node) TP_MERGE(intra_node) TP_MERGE(inter_node)
-    TP_MERGE(gpus) TP_MERGE(gpus_per_node) TP_MERGE(nics_per_node) TP_MERGE(method) TP_MERGE(lora_rank)
-    TP_MERGE(lora_alpha) TP_MERGE(lora_dropout) TP_MERGE(lora_targets) TP_MERGE(quant) TP_MERGE(double_quant)
-    TP_MERGE(paged_optimizer) TP_MERGE(precision) TP_MERGE(optimizer) TP_MERGE(framework) TP_MERGE(zero)
-    TP_MERGE(fsdp) TP_MERGE(optimizer_offload) TP_MERGE(param_offload) TP_MERGE(recompute) TP_MERGE(flash_attention) TP_MERGE(attention_kernel) TP_MERGE(tp_comm_overlap)
-    TP_MERGE(seq_len) TP_MERGE(micro_batch) TP_MERGE(grad_accum) TP_MERGE(global_batch) TP_MERGE(tp) TP_MERGE(pp)
-    TP_MERGE(dp) TP_MERGE(ep) TP_MERGE(vp) TP_MERGE(sequence_parallel) TP_MERGE(schedule)
-    TP_MERGE(framework_overhead_gib) TP_MERGE(fragmentation)
-#undef TP_MERGE
+    // Every schema field set in `o` wins; its file origin goes, so messages name
+    // where the winning value came from (o.origin, or the flag).
+    for (const Field& f : scenario_fields()) {
+        if (auto v = f.get(o)) {
+            f.set(*this, *v);
+            origin.erase(f.key);
+        }
+    }
     if (o.model || o.model_inline) {
-        if (!o.model) model.reset();
-        if (!o.model_inline) model_inline.reset();
+        model = o.model;
+        model_inline = o.model_inline;
+        origin.erase("model");
     }
     for (const auto& [k, v] : o.origin) origin[k] = v;
 }
+
+namespace {
+
+// One schema field from a TOML table: the type by the reader, the rule by the schema.
+std::optional<FieldValue> read_field(TomlReader& r, const Field& f) {
+    const std::string key = f.key;
+    const FieldRule& rule = f.rule;
+    std::optional<FieldValue> v;
+    switch (rule.type) {
+        case FieldType::Int:
+            if (auto i = r.integer(key, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max())) v = *i;
+            break;
+        case FieldType::Number:
+            if (auto d = r.number(key, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max())) v = *d;
+            break;
+        case FieldType::Bool:
+            if (auto b = r.boolean(key)) v = *b;
+            break;
+        case FieldType::Text:
+            if (auto s = r.string(key)) v = *s;
+            break;
+        case FieldType::Enum:
+        case FieldType::LoraTargets:
+            if (auto s = r.string(key)) {
+                auto parsed = value_from_text(rule, *s, key);
+                if (!parsed) r.error(key, parsed.error().diagnostics.front().message);
+                else v = *parsed;
+                return v;
+            }
+            break;
+    }
+    if (v) {
+        if (auto msg = check_value(rule, *v, key)) {
+            r.error(key, *msg);
+            return std::nullopt;
+        }
+    }
+    return v;
+}
+
+void read_model_section(TomlReader& r, const std::string& filename, ScenarioInput& in, std::vector<Diagnostic>& errs) {
+    auto preset = r.string("preset");
+    auto file = r.string("file");
+    const bool inline_keys = r.has("num_layers") || r.has("hidden_size");
+    if ((preset ? 1 : 0) + (file ? 1 : 0) + (inline_keys ? 1 : 0) > 1)
+        r.error(preset ? "preset" : "file", "[model] takes one of: preset, file, or inline architecture keys");
+    if (preset) { in.model = *preset; in.origin["model"] = r.origin("preset"); }
+    if (file) { in.model = *file; in.origin["model"] = r.origin("file"); }
+    if (inline_keys) {
+        ModelSpec m;
+        m.id = filename + " [model]";
+        read_model_keys(r, m, errs, filename);
+        check_model_at(r, m);
+        if (m.name.empty()) m.name = "inline model";
+        in.model_inline = m;
+        in.origin["model"] = r.origin("num_layers");
+    }
+    r.finish({"preset", "file"});
+    if (!preset && !file && !inline_keys) r.error("preset", "[model] needs preset, file, or inline architecture keys");
+}
+
+}  // namespace
 
 Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::string& filename, const std::vector<std::string>& extra_sections) {
     toml::table doc;
@@ -410,87 +327,21 @@ Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::stri
     std::vector<Diagnostic> errs;
     ScenarioInput in;
     TomlReader top(doc, filename, "scenario", errs);
-    auto note = [&](TomlReader& r, const std::string& key) {
-        if (r.has(key)) in.origin[key] = r.origin(key);
-    };
 
     if (const toml::table* t = top.subtable("model")) {
         TomlReader r(*t, filename, "[model]", errs);
-        auto preset = r.string("preset");
-        auto file = r.string("file");
-        const bool inline_keys = r.has("num_layers") || r.has("hidden_size");
-        if ((preset ? 1 : 0) + (file ? 1 : 0) + (inline_keys ? 1 : 0) > 1)
-            r.error(preset ? "preset" : "file", "[model] takes one of: preset, file, or inline architecture keys");
-        if (preset) { in.model = *preset; note(r, "preset"); in.origin["model"] = r.origin("preset"); }
-        if (file) { in.model = *file; in.origin["model"] = r.origin("file"); }
-        if (inline_keys) {
-            ModelSpec m;
-            m.id = filename + " [model]";
-            read_model_keys(r, m, errs, filename);
-            check_model_at(r, m);
-            if (m.name.empty()) m.name = "inline model";
-            in.model_inline = m;
-            in.origin["model"] = r.origin("num_layers");
+        read_model_section(r, filename, in, errs);
+    }
+    for (const std::string& section : scenario_sections()) {
+        const toml::table* t = top.subtable(section);
+        if (!t) continue;
+        TomlReader r(*t, filename, "[" + section + "]", errs);
+        for (const Field& f : scenario_fields()) {
+            if (section != f.section) continue;
+            if (!r.has(f.key)) { r.ignore(f.key); continue; }
+            in.origin[f.key] = r.origin(f.key);
+            if (auto v = read_field(r, f)) f.set(in, *v);
         }
-        r.finish({"preset", "file"});
-        if (!preset && !file && !inline_keys) r.error("preset", "[model] needs preset, file, or inline architecture keys");
-    }
-    if (const toml::table* t = top.subtable("hardware")) {
-        TomlReader r(*t, filename, "[hardware]", errs);
-        for (const char* k : {"gpu", "node", "intra_node", "inter_node"}) note(r, k);
-        if (auto v = r.string("gpu")) in.gpu = *v;
-        if (auto v = r.string("node")) in.node = *v;
-        if (auto v = r.string("intra_node")) in.intra_node = *v;
-        if (auto v = r.string("inter_node")) in.inter_node = *v;
-        for (const char* k : {"gpus", "gpus_per_node", "nics_per_node"}) note(r, k);
-        if (auto v = r.integer("gpus", 1, 1 << 20)) in.gpus = static_cast<int>(*v);
-        if (auto v = r.integer("gpus_per_node", 1, 4096)) in.gpus_per_node = static_cast<int>(*v);
-        if (auto v = r.integer("nics_per_node", 1, 4096)) in.nics_per_node = static_cast<int>(*v);
-        r.finish();
-    }
-    if (const toml::table* t = top.subtable("training")) {
-        TomlReader r(*t, filename, "[training]", errs);
-        for (const auto& [k, n] : *t) note(r, std::string(k.str()));
-        in.method = r.choice<Method>("method", parse_method, "full, lora, qlora");
-        in.precision = r.choice<Precision>("precision", parse_precision, "fp32, fp16-mixed, bf16-mixed, bf16, fp8-mixed");
-        in.optimizer = r.choice<OptimizerKind>("optimizer", parse_optimizer, "adamw, adamw-8bit, sgd, sgd-momentum, adafactor, lion");
-        in.framework = r.choice<Framework>("framework", parse_framework, "deepspeed, megatron, pytorch-amp");
-        if (auto v = r.integer("zero", 0, 3)) in.zero = static_cast<int>(*v);
-        in.fsdp = r.choice<FsdpStrategy>("fsdp", parse_fsdp, "none, full-shard, shard-grad-op, hybrid-shard, no-shard");
-        in.optimizer_offload = r.choice<Offload>("optimizer_offload", parse_offload, "none, cpu, nvme");
-        in.param_offload = r.choice<Offload>("param_offload", parse_offload, "none, cpu, nvme");
-        in.recompute = r.choice<Recompute>("recompute", parse_recompute, "none, selective, full");
-        in.flash_attention = r.boolean("flash_attention");
-        in.attention_kernel = r.choice<AttentionKernel>("attention_kernel", parse_attention_kernel, "flash1, flash2, flash3");
-        if (auto v = r.integer("seq_len", 1, 16 * 1024 * 1024)) in.seq_len = *v;
-        if (auto v = r.integer("micro_batch", 1, 1 << 20)) in.micro_batch = *v;
-        if (auto v = r.integer("grad_accum", 1, 1 << 24)) in.grad_accum = *v;
-        if (auto v = r.integer("global_batch", 1, std::int64_t{1} << 40)) in.global_batch = *v;
-        if (auto v = r.integer("lora_rank", 1, 65536)) in.lora_rank = static_cast<int>(*v);
-        if (auto v = r.number("lora_alpha", 0, 1e6)) in.lora_alpha = *v;
-        if (auto v = r.number("lora_dropout", 0, 0.99)) in.lora_dropout = *v;
-        if (auto v = r.string("lora_targets")) {
-            in.lora_targets = parse_lora_targets(*v);
-            if (!in.lora_targets) r.error("lora_targets", "lora_targets = \"" + *v + "\" must list modules from: q, k, v, o, gate, up, down (or all, attention, mlp)");
-        }
-        in.quant = r.choice<QuantType>("quant", parse_quant, "nf4, fp4");
-        in.double_quant = r.boolean("double_quant");
-        in.paged_optimizer = r.boolean("paged_optimizer");
-        if (auto v = r.number("framework_overhead_gib", 0, 1024)) in.framework_overhead_gib = *v;
-        if (auto v = r.number("fragmentation", 0, 1)) in.fragmentation = *v;
-        r.finish();
-    }
-    if (const toml::table* t = top.subtable("parallel")) {
-        TomlReader r(*t, filename, "[parallel]", errs);
-        for (const auto& [k, n] : *t) note(r, std::string(k.str()));
-        if (auto v = r.integer("tp", 1, 1 << 16)) in.tp = static_cast<int>(*v);
-        if (auto v = r.integer("pp", 1, 1 << 16)) in.pp = static_cast<int>(*v);
-        if (auto v = r.integer("dp", 1, 1 << 20)) in.dp = static_cast<int>(*v);
-        if (auto v = r.integer("ep", 1, 1 << 16)) in.ep = static_cast<int>(*v);
-        if (auto v = r.integer("vp", 1, 1024)) in.vp = static_cast<int>(*v);
-        in.sequence_parallel = r.boolean("sequence_parallel");
-        in.tp_comm_overlap = r.boolean("tp_comm_overlap");
-        in.schedule = r.choice<Schedule>("schedule", parse_schedule, "1f1b, interleaved, gpipe");
         r.finish();
     }
     for (const auto& k : extra_sections) top.ignore(k);
@@ -508,15 +359,30 @@ Result<GoalInput> parse_goal_toml(std::string_view text, const std::string& file
     GoalInput g;
     g.scenario = *sc;
     TomlReader top(doc, filename, "goal file", errs);
+    // A [goal] number by the same rule as its flag (schema.cpp option_fields).
+    auto option = [&](TomlReader& r, const char* key, bool required = false) -> std::optional<double> {
+        const FieldRule& rule = option_field(key).rule;
+        std::optional<double> v;
+        if (rule.type == FieldType::Int) {
+            if (auto i = r.integer(key, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(), required)) {
+                if (auto msg = check_value(rule, *i, key)) r.error(key, *msg);
+                else v = static_cast<double>(*i);
+            }
+        } else if (auto d = r.number(key, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max(), required)) {
+            if (auto msg = check_value(rule, *d, key)) r.error(key, *msg);
+            else v = *d;
+        }
+        return v;
+    };
     if (const toml::table* t = top.subtable("goal")) {
         TomlReader r(*t, filename, "[goal]", errs);
-        if (auto v = r.number("tokens", 1, 1e18, true)) g.tokens = *v;
-        if (auto v = r.number("deadline_days", 0.001, 36500)) g.deadline_days = *v;
-        if (auto v = r.number("budget_usd", 0, 1e13)) g.budget_usd = *v;
-        if (auto v = r.integer("max_gpus", 1, 1 << 20)) g.max_gpus = static_cast<int>(*v);
-        if (auto v = r.number("electricity_usd_per_kwh", 0, 100)) g.electricity = *v;
-        if (auto v = r.number("pue", 1, 5)) g.pue = *v;
-        if (auto v = r.number("amortization_years", 0.1, 50)) g.amortization_years = *v;
+        if (auto v = option(r, "tokens", true)) g.tokens = *v;
+        if (auto v = option(r, "deadline_days")) g.deadline_days = *v;
+        if (auto v = option(r, "budget_usd")) g.budget_usd = *v;
+        if (auto v = option(r, "max_gpus")) g.max_gpus = static_cast<int>(*v);
+        g.electricity = option(r, "electricity_usd_per_kwh");
+        g.pue = option(r, "pue");
+        g.amortization_years = option(r, "amortization_years");
         r.ignore("candidates");
         if (const toml::node* n = t->get("candidates")) {
             const toml::array* arr = n->as_array();
@@ -533,10 +399,13 @@ Result<GoalInput> parse_goal_toml(std::string_view text, const std::string& file
     }
     for (const char* section : {"rent", "price"}) {
         if (const toml::table* t = top.subtable(section)) {
+            TomlReader r(*t, filename, std::string("[") + section + "]", errs);
             for (const auto& [k, node] : *t) {
                 const std::string key(k.str());
-                TomlReader r(*t, filename, std::string("[") + section + "]", errs);
-                if (auto v = r.number(key, 0, 1e8)) (std::string(section) == "rent" ? g.rent : g.price)[key] = *v;
+                if (auto v = r.number(key, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max())) {
+                    if (auto msg = check_value(option_field(section).rule, *v, key)) r.error(key, *msg);
+                    else (std::string(section) == "rent" ? g.rent : g.price)[key] = *v;
+                }
             }
         }
     }
@@ -599,154 +468,161 @@ Result<NodeSpec> load_node(PresetLookup& lookup, const std::string& name, const 
     return load_preset<NodeSpec>(lookup, PresetKind::Node, name, flag, parse_node_toml);
 }
 
-Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup) {
+namespace {
+
+// Diagnostics about a key point at where the key was set (file:line) or at its flag.
+struct Resolver {
+    const ScenarioInput& in;
+    PresetLookup& lookup;
     std::vector<Diagnostic> errs;
-    // Diagnostics about a key point at where the key was set (file:line) or at its flag.
-    auto locate = [&](Diagnostic d) {
+    Scenario s;
+    std::optional<NodeSpec> node;
+
+    Diagnostic locate(Diagnostic d) const {
         auto it = in.origin.find(d.key);
         if (d.file.empty() && it != in.origin.end()) {
             d.file = it->second.file;
             d.line = it->second.line;
             d.column = it->second.column;
         } else if (d.file.empty() && !d.key.empty() && d.key.rfind("--", 0) != 0) {
-            std::string flag = d.key;
-            std::replace(flag.begin(), flag.end(), '_', '-');
-            d.key = "--" + flag;
+            if (const Field* f = field_by_key(d.key)) d.key = f->flag;
+            else if (d.key != "model") {
+                std::string flag = d.key;
+                std::replace(flag.begin(), flag.end(), '_', '-');
+                d.key = "--" + flag;
+            }
         }
         return d;
-    };
-    auto take = [&](auto&& result) {
+    }
+    void fail(const std::string& key, const std::string& msg) { errs.push_back(locate({"", 0, 0, key, msg})); }
+    template <class R>
+    R take(R&& result) {
         if (!result) for (const auto& d : result.error().diagnostics) errs.push_back(locate(d));
-        return std::forward<decltype(result)>(result);
-    };
-
-    Scenario s;
-    // ---- model
-    if (in.model_inline) {
-        s.model = *in.model_inline;
-    } else if (in.model) {
-        auto m = take(load_model(lookup, *in.model, "model"));
-        if (m) s.model = *m;
-    } else {
-        errs.push_back({"", 0, 0, "model", "no model given (a preset name, size shorthand like 7b, TOML file or config.json)"});
+        return std::forward<R>(result);
     }
 
-    // ---- hardware: a node preset supplies defaults for GPU and links
-    std::optional<NodeSpec> node;
-    if (in.node) {
-        auto n = take(load_node(lookup, *in.node, "node"));
-        if (n) node = *n;
-    }
-    std::string gpu_name = in.gpu ? *in.gpu : node ? node->gpu : "";
-    if (gpu_name.empty()) {
-        errs.push_back({"", 0, 0, "gpu", "no GPU given (e.g. --gpu rtx-4090; 'trainplan gpus' lists presets)"});
-    } else {
-        auto g = take(load_gpu(lookup, gpu_name, "gpu"));
-        if (g) s.cluster.gpu = *g;
-    }
-    s.cluster.num_gpus = in.gpus.value_or(1);
-    const int default_per_node = node ? node->gpus_per_node : std::min(s.cluster.num_gpus, 8);
-    s.cluster.gpus_per_node = in.gpus_per_node.value_or(default_per_node);
-    s.cluster.nics_per_node = in.nics_per_node.value_or(node ? node->nics_per_node : 0);
-    std::string intra = in.intra_node ? *in.intra_node : node ? node->intra_node : "";
-    if (intra.empty() && !s.cluster.gpu.id.empty()) {
-        // Default: the GPU's own NVLink if it has one, else PCIe of its generation.
-        if (!s.cluster.gpu.nvlink.empty()) intra = s.cluster.gpu.nvlink;
-        else {
-            const int gen = s.cluster.gpu.pcie_gen > 0 ? std::min(s.cluster.gpu.pcie_gen, 5) : 4;
-            intra = "pcie" + std::to_string(gen) + "-x16" + (s.cluster.gpu.p2p ? "" : "-nop2p");
+    void model() {
+        if (in.model_inline) {
+            s.model = *in.model_inline;
+        } else if (in.model) {
+            auto m = take(load_model(lookup, *in.model, "model"));
+            if (m) s.model = *m;
+        } else {
+            errs.push_back({"", 0, 0, "model", "no model given (a preset name, size shorthand like 7b, TOML file or config.json)"});
         }
     }
-    if (!intra.empty()) {
-        auto l = take(load_link(lookup, intra, "intra_node"));
-        if (l) s.cluster.intra_node = *l;
-    }
-    // Default fabric between nodes: policy data (data/defaults.toml [inter_node]).
-    const std::string default_inter = default_inter_node_link_id(s.cluster.gpu);
-    std::string inter = in.inter_node ? *in.inter_node : node && !node->inter_node.empty() ? node->inter_node : default_inter;
-    if (s.cluster.num_gpus > s.cluster.gpus_per_node || in.inter_node) {
-        auto l = take(load_link(lookup, inter, "inter_node"));
-        if (l) s.cluster.inter_node = *l;
+
+    // A node preset supplies defaults for GPU, links and NICs.
+    void hardware() {
+        if (in.node) {
+            auto n = take(load_node(lookup, *in.node, "node"));
+            if (n) node = *n;
+        }
+        const std::string gpu_name = in.gpu ? *in.gpu : node ? node->gpu : "";
+        if (gpu_name.empty()) {
+            errs.push_back({"", 0, 0, "gpu", "no GPU given (e.g. --gpu rtx-4090; 'trainplan gpus' lists presets)"});
+        } else {
+            auto g = take(load_gpu(lookup, gpu_name, "gpu"));
+            if (g) s.cluster.gpu = *g;
+        }
+        s.cluster.num_gpus = static_cast<int>(in.gpus.value_or(1));
+        const int default_per_node = node ? node->gpus_per_node : std::min(s.cluster.num_gpus, 8);
+        s.cluster.gpus_per_node = in.gpus_per_node.value_or(default_per_node);
+        s.cluster.nics_per_node = node ? node->nics_per_node : 0;
+        links();
     }
 
-    // ---- training setup
-    TrainingSetup& t = s.setup;
-    // The method's one recipe (moves.hpp) as defaults; explicit keys below override it.
-    if (in.method) apply_method_recipe(t, *in.method);
-    if (in.precision) t.precision = *in.precision;
-    if (in.optimizer) t.optimizer = *in.optimizer;
-    if (in.framework) t.framework = *in.framework;
-    if (in.lora_rank) t.lora.rank = *in.lora_rank;
-    if (in.lora_alpha) t.lora.alpha = *in.lora_alpha;
-    if (in.lora_dropout) t.lora.dropout = *in.lora_dropout;
-    if (in.lora_targets) t.lora.targets = *in.lora_targets;
-    if (in.quant) t.qlora.quant = *in.quant;
-    if (in.double_quant) t.qlora.double_quant = *in.double_quant;
-    if (in.paged_optimizer) t.qlora.paged_optimizer = *in.paged_optimizer;
-    if (in.zero) t.zero_stage = *in.zero;
-    if (in.fsdp) {
-        t.fsdp = *in.fsdp;
-        const int implied = t.fsdp == FsdpStrategy::ShardGradOp ? 2 : t.fsdp == FsdpStrategy::NoShard ? 0 : t.fsdp == FsdpStrategy::None ? t.zero_stage : 3;
-        if (in.zero && *in.zero != implied)
-            errs.push_back(locate({"", 0, 0, "zero", "zero = " + std::to_string(*in.zero) + " contradicts fsdp = \"" +
-                                                         to_string(t.fsdp) + "\" (which shards like ZeRO-" + std::to_string(implied) + ")"}));
-        t.zero_stage = implied;
+    void links() {
+        std::string intra = in.intra_node ? *in.intra_node : node ? node->intra_node : "";
+        if (intra.empty() && !s.cluster.gpu.id.empty()) {
+            // Default: the GPU's own NVLink if it has one, else PCIe of its generation.
+            if (!s.cluster.gpu.nvlink.empty()) intra = s.cluster.gpu.nvlink;
+            else {
+                const int gen = s.cluster.gpu.pcie_gen > 0 ? std::min(s.cluster.gpu.pcie_gen, 5) : 4;
+                intra = "pcie" + std::to_string(gen) + "-x16" + (s.cluster.gpu.p2p ? "" : "-nop2p");
+            }
+        }
+        if (!intra.empty()) {
+            auto l = take(load_link(lookup, intra, "intra_node"));
+            if (l) s.cluster.intra_node = *l;
+        }
+        // Default fabric between nodes: policy data (data/defaults.toml [inter_node]).
+        const std::string default_inter = default_inter_node_link_id(s.cluster.gpu);
+        const std::string inter = in.inter_node ? *in.inter_node : node && !node->inter_node.empty() ? node->inter_node : default_inter;
+        if (s.cluster.num_gpus > s.cluster.gpus_per_node || in.inter_node) {
+            auto l = take(load_link(lookup, inter, "inter_node"));
+            if (l) s.cluster.inter_node = *l;
+        }
     }
-    if (in.optimizer_offload) t.optimizer_offload = *in.optimizer_offload;
-    if (in.param_offload) t.param_offload = *in.param_offload;
-    if (in.recompute) t.recompute = *in.recompute;
-    if (in.flash_attention) t.flash_attention = *in.flash_attention;
-    if (in.attention_kernel) t.attention_kernel = *in.attention_kernel;
-    if (in.seq_len) t.seq_len = *in.seq_len;
-    if (in.micro_batch) t.micro_batch = *in.micro_batch;
-    if (in.framework_overhead_gib) t.framework_overhead_bytes = *in.framework_overhead_gib * units::GiB;
-    if (in.fragmentation) t.fragmentation_fraction = *in.fragmentation;
 
-    ParallelLayout& p = t.layout;
-    if (in.tp) p.tp = *in.tp;
-    if (in.pp) p.pp = *in.pp;
-    if (in.ep) p.ep = *in.ep;
-    if (in.vp) p.vp = *in.vp;
-    if (in.sequence_parallel) p.sequence_parallel = *in.sequence_parallel;
-    if (in.tp_comm_overlap) t.tp_comm_overlap = *in.tp_comm_overlap;
-    if (in.schedule) p.schedule = *in.schedule;
-    else if (p.vp > 1) p.schedule = Schedule::Interleaved;
-    if (in.dp) {
-        p.dp = *in.dp;
-        if (!in.gpus) s.cluster.num_gpus = p.world();
-    } else {
-        const int mp = p.tp * p.pp;
-        if (mp > 0 && s.cluster.num_gpus % mp == 0) p.dp = s.cluster.num_gpus / mp;
-        else errs.push_back(locate({"", 0, 0, "gpus", "gpus = " + std::to_string(s.cluster.num_gpus) +
-                                                          " must be a multiple of tp x pp = " + std::to_string(mp)}));
+    // Every schema field with a plain home in the scenario, after the method's
+    // recipe defaults (so explicit values win over them).
+    void setup() {
+        TrainingSetup& t = s.setup;
+        // The method's one recipe (moves.hpp) as defaults; explicit keys override it.
+        if (in.method) apply_method_recipe(t, *in.method);
+        for (const Field& f : scenario_fields())
+            if (f.apply)
+                if (auto v = f.get(in)) f.apply(s, *v);
+        if (in.fsdp) {
+            t.fsdp = *in.fsdp;
+            const int implied = t.fsdp == FsdpStrategy::ShardGradOp ? 2 : t.fsdp == FsdpStrategy::NoShard ? 0 : t.fsdp == FsdpStrategy::None ? t.zero_stage : 3;
+            if (in.zero && *in.zero != implied)
+                fail("zero", "zero = " + std::to_string(*in.zero) + " contradicts fsdp = \"" + to_string(t.fsdp) +
+                                 "\" (which shards like ZeRO-" + std::to_string(implied) + ")");
+            t.zero_stage = implied;
+        }
+        if (!in.schedule && t.layout.vp > 1) t.layout.schedule = Schedule::Interleaved;
     }
-    if (!in.gpus_per_node && !node) s.cluster.gpus_per_node = std::min(s.cluster.num_gpus, 8);
 
-    // Batch: global batch = micro_batch x grad_accum x dp.
-    const size_t errors_before_batch = errs.size();
-    if (in.grad_accum) t.grad_accum = *in.grad_accum;
-    if (in.global_batch) {
-        const std::int64_t per_step = t.micro_batch * p.dp;
-        if (in.grad_accum && *in.global_batch != per_step * t.grad_accum) {
-            errs.push_back(locate({"", 0, 0, "global_batch", "global_batch = " + std::to_string(*in.global_batch) +
-                                   " must equal micro_batch x grad_accum x dp = " + std::to_string(t.micro_batch) + " x " +
-                                   std::to_string(t.grad_accum) + " x " + std::to_string(p.dp)}));
-        } else if (per_step > 0 && *in.global_batch % per_step != 0) {
-            errs.push_back(locate({"", 0, 0, "global_batch", "global_batch = " + std::to_string(*in.global_batch) +
-                                   " must be a multiple of micro_batch x dp = " + std::to_string(t.micro_batch) + " x " +
-                                   std::to_string(p.dp) + " = " + std::to_string(per_step)}));
-        } else if (per_step > 0) {
+    // dp from the GPU count, or the GPU count from dp.
+    void layout() {
+        ParallelLayout& p = s.setup.layout;
+        if (in.dp) {
+            p.dp = *in.dp;
+            if (!in.gpus) s.cluster.num_gpus = p.world();
+        } else {
+            const int mp = p.tp * p.pp;
+            if (mp > 0 && s.cluster.num_gpus % mp == 0) p.dp = s.cluster.num_gpus / mp;
+            else fail("gpus", "gpus = " + std::to_string(s.cluster.num_gpus) + " must be a multiple of tp x pp = " + std::to_string(mp));
+        }
+        if (!in.gpus_per_node && !node) s.cluster.gpus_per_node = std::min(s.cluster.num_gpus, 8);
+    }
+
+    // Global batch = micro_batch x grad_accum x dp.
+    void batch() {
+        TrainingSetup& t = s.setup;
+        if (!in.global_batch) return;
+        const std::int64_t per_step = t.micro_batch * t.layout.dp;
+        const std::string gb = "global_batch = " + std::to_string(*in.global_batch);
+        if (in.grad_accum && *in.global_batch != per_step * t.grad_accum)
+            fail("global_batch", gb + " must equal micro_batch x grad_accum x dp = " + std::to_string(t.micro_batch) + " x " +
+                                     std::to_string(t.grad_accum) + " x " + std::to_string(t.layout.dp));
+        else if (per_step > 0 && *in.global_batch % per_step != 0)
+            fail("global_batch", gb + " must be a multiple of micro_batch x dp = " + std::to_string(t.micro_batch) + " x " +
+                                     std::to_string(t.layout.dp) + " = " + std::to_string(per_step));
+        else if (per_step > 0)
             t.grad_accum = *in.global_batch / per_step;
-        }
     }
-    const size_t batch_errors = errs.size() - errors_before_batch;
+};
+
+}  // namespace
+
+Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup) {
+    Resolver r{in, lookup, {}, {}, {}};
+    r.model();
+    r.hardware();
+    r.setup();
+    r.layout();
+    const size_t before_batch = r.errs.size();
+    r.batch();
     // Layout and model constraints are reported together with batch errors (all
     // a user has to fix at once), but only once model and hardware loaded.
-    if (errs.size() > batch_errors) return Error(errs);
-    for (const Diagnostic& d : check_model(s.model)) errs.push_back(locate(d));
-    for (const Diagnostic& d : validate(s)) errs.push_back(locate(d));
-    if (!errs.empty()) return Error(errs);
-    return s;
+    if (before_batch > 0) return Error(r.errs);
+    for (const Diagnostic& d : check_model(r.s.model)) r.errs.push_back(r.locate(d));
+    for (const Diagnostic& d : validate(r.s)) r.errs.push_back(r.locate(d));
+    if (!r.errs.empty()) return Error(r.errs);
+    return r.s;
 }
 
 }  // namespace trainplan

@@ -1,7 +1,9 @@
-// Scenario -> scenario TOML (the format `trainplan --scenario` and the GUI read).
+// Scenario -> scenario TOML (the format `trainplan --scenario` and the GUI read),
+// generated from the schema: every saved field with a value in its section.
 #include <sstream>
 
 #include "trainplan/io.hpp"
+#include "trainplan/schema.hpp"
 
 namespace trainplan {
 
@@ -10,73 +12,82 @@ namespace {
 std::string quoted(const std::string& v) {
     std::string o = "\"";
     for (char c : v) {
+        const auto u = static_cast<unsigned char>(c);
         if (c == '"' || c == '\\') o += '\\';
         if (c == '\n') { o += "\\n"; continue; }
+        if (u < 0x20 || u == 0x7f) {
+            // TOML basic strings take no raw control characters.
+            static const char* hex = "0123456789ABCDEF";
+            o += "\\u00";
+            o += hex[u >> 4];
+            o += hex[u & 15];
+            continue;
+        }
         o += c;
     }
     return o + "\"";
 }
 
-std::string lora_targets(unsigned t) {
-    if (t == kLoraAll) return "all";
-    std::string s;
-    const std::pair<unsigned, const char*> names[] = {{kLoraQ, "q"}, {kLoraK, "k"}, {kLoraV, "v"}, {kLoraO, "o"},
-                                                      {kLoraGate, "gate"}, {kLoraUp, "up"}, {kLoraDown, "down"}};
-    for (auto [bit, name] : names)
-        if (t & bit) s += (s.empty() ? "" : ",") + std::string(name);
+std::string toml_number(double v) {
+    std::string s = shortest(v);
+    // A TOML float needs a fraction or an exponent.
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
     return s;
+}
+
+std::string toml_value(const Field& f, const FieldValue& v) {
+    switch (f.rule.type) {
+        case FieldType::Int: return std::to_string(std::get<std::int64_t>(v));
+        case FieldType::Number: return toml_number(std::get<double>(v));
+        case FieldType::Bool: return std::get<bool>(v) ? "true" : "false";
+        case FieldType::Enum:
+        case FieldType::LoraTargets:
+        case FieldType::Text: return quoted(value_to_text(f.rule, v));
+    }
+    return "";
+}
+
+const char* tf(bool b) { return b ? "true" : "false"; }
+
+// [model] as inline architecture keys (the model preset parser's keys).
+void write_inline_model(std::ostream& o, const ModelSpec& m) {
+    o << "name = " << quoted(m.name) << "\n";
+    if (!m.source.empty()) o << "source = " << quoted(m.source) << "\n";
+    if (!m.family.empty()) o << "family = " << quoted(m.family) << "\n";
+    o << "num_layers = " << m.num_layers << "\nhidden_size = " << m.hidden << "\nnum_heads = " << m.num_heads
+      << "\nnum_kv_heads = " << m.num_kv_heads << "\nhead_dim = " << m.head_dim << "\nffn_hidden_size = " << m.ffn
+      << "\nvocab_size = " << m.vocab << "\nmax_seq_len = " << m.max_seq_len << "\nactivation = " << quoted(to_string(m.activation))
+      << "\nnorm = " << quoted(to_string(m.norm)) << "\nnorm_bias = " << tf(m.norm_bias) << "\nnorms_per_layer = " << m.norms_per_layer
+      << "\nqkv_bias = " << tf(m.qkv_bias) << "\nout_bias = " << tf(m.out_bias) << "\nmlp_bias = " << tf(m.mlp_bias)
+      << "\nlm_head_bias = " << tf(m.lm_head_bias) << "\ntied_embeddings = " << tf(m.tied_embeddings)
+      << "\nposition = " << quoted(to_string(m.position)) << "\nparallel_block = " << tf(m.parallel_block)
+      << "\nembedding_norm = " << tf(m.embedding_norm) << "\nfinal_norm = " << tf(m.final_norm)
+      << "\ndropout = " << toml_number(m.dropout) << "\n";
+    if (m.reference_params > 0) o << "reference_params = " << m.reference_params << "\n";
+    if (m.is_moe())
+        o << "\n[model.moe]\nnum_experts = " << m.moe.num_experts << "\ntop_k = " << m.moe.top_k << "\nshared_experts = " << m.moe.shared_experts
+          << "\nexpert_ffn_hidden_size = " << m.moe.expert_ffn << "\nshared_expert_ffn_hidden_size = " << m.moe.shared_expert_ffn << "\n";
 }
 
 }  // namespace
 
 std::string scenario_to_toml(const Scenario& s, const std::string& model_ref) {
     std::ostringstream o;
-    o.precision(12);
-    const ModelSpec& m = s.model;
     o << "# trainplan scenario\n[model]\n";
     if (!model_ref.empty()) {
-        const bool path = model_ref.find('/') != std::string::npos || model_ref.size() > 5 &&
-                          (model_ref.ends_with(".toml") || model_ref.ends_with(".json"));
+        const bool path = model_ref.find('/') != std::string::npos || (model_ref.size() > 5 &&
+                          (model_ref.ends_with(".toml") || model_ref.ends_with(".json")));
         o << (path ? "file = " : "preset = ") << quoted(model_ref) << "\n";
     } else {
-        o << "name = " << quoted(m.name) << "\n";
-        if (!m.source.empty()) o << "source = " << quoted(m.source) << "\n";
-        o << "num_layers = " << m.num_layers << "\nhidden_size = " << m.hidden << "\nnum_heads = " << m.num_heads
-          << "\nnum_kv_heads = " << m.num_kv_heads << "\nhead_dim = " << m.head_dim << "\nffn_hidden_size = " << m.ffn
-          << "\nvocab_size = " << m.vocab << "\nmax_seq_len = " << m.max_seq_len << "\nactivation = " << quoted(to_string(m.activation))
-          << "\nnorm = " << quoted(to_string(m.norm)) << "\nnorm_bias = " << (m.norm_bias ? "true" : "false")
-          << "\nnorms_per_layer = " << m.norms_per_layer << "\nqkv_bias = " << (m.qkv_bias ? "true" : "false")
-          << "\nout_bias = " << (m.out_bias ? "true" : "false") << "\nmlp_bias = " << (m.mlp_bias ? "true" : "false")
-          << "\nlm_head_bias = " << (m.lm_head_bias ? "true" : "false") << "\ntied_embeddings = " << (m.tied_embeddings ? "true" : "false")
-          << "\nposition = " << quoted(to_string(m.position)) << "\nparallel_block = " << (m.parallel_block ? "true" : "false")
-          << "\nembedding_norm = " << (m.embedding_norm ? "true" : "false") << "\nfinal_norm = " << (m.final_norm ? "true" : "false")
-          << "\ndropout = " << m.dropout << "\n";
-        if (m.is_moe())
-            o << "\n[model.moe]\nnum_experts = " << m.moe.num_experts << "\ntop_k = " << m.moe.top_k << "\nshared_experts = " << m.moe.shared_experts
-              << "\nexpert_ffn_hidden_size = " << m.moe.expert_ffn << "\nshared_expert_ffn_hidden_size = " << m.moe.shared_expert_ffn << "\n";
+        write_inline_model(o, s.model);
     }
-    const ClusterSpec& c = s.cluster;
-    o << "\n[hardware]\ngpu = " << quoted(c.gpu.id) << "\ngpus = " << c.num_gpus << "\ngpus_per_node = " << c.gpus_per_node << "\n";
-    if (!c.intra_node.id.empty()) o << "intra_node = " << quoted(c.intra_node.id) << "\n";
-    if (!c.inter_node.id.empty()) o << "inter_node = " << quoted(c.inter_node.id) << "\n";
-    if (c.nics_per_node > 0) o << "nics_per_node = " << c.nics_per_node << "\n";
-    const TrainingSetup& t = s.setup;
-    o << "\n[training]\nmethod = " << quoted(to_string(t.method)) << "\nprecision = " << quoted(to_string(t.precision))
-      << "\noptimizer = " << quoted(to_string(t.optimizer)) << "\nframework = " << quoted(to_string(t.framework))
-      << "\nzero = " << t.zero_stage << "\noptimizer_offload = " << quoted(to_string(t.optimizer_offload))
-      << "\nparam_offload = " << quoted(to_string(t.param_offload)) << "\nrecompute = " << quoted(to_string(t.recompute))
-      << "\nflash_attention = " << (t.flash_attention ? "true" : "false") << "\nattention_kernel = " << quoted(to_string(t.attention_kernel))
-      << "\nseq_len = " << t.seq_len << "\nmicro_batch = " << t.micro_batch << "\ngrad_accum = " << t.grad_accum << "\n";
-    if (t.method != Method::Full)
-        o << "lora_rank = " << t.lora.rank << "\nlora_alpha = " << t.lora.alpha << "\nlora_dropout = " << t.lora.dropout
-          << "\nlora_targets = " << quoted(lora_targets(t.lora.targets)) << "\n";
-    if (t.method == Method::QLoRA)
-        o << "quant = " << quoted(to_string(t.qlora.quant)) << "\ndouble_quant = " << (t.qlora.double_quant ? "true" : "false")
-          << "\npaged_optimizer = " << (t.qlora.paged_optimizer ? "true" : "false") << "\n";
-    const ParallelLayout& p = t.layout;
-    o << "\n[parallel]\ntp = " << p.tp << "\npp = " << p.pp << "\ndp = " << p.dp << "\nep = " << p.ep << "\nvp = " << p.vp
-      << "\nsequence_parallel = " << (p.sequence_parallel ? "true" : "false") << "\nschedule = " << quoted(to_string(p.schedule))
-      << "\ntp_comm_overlap = " << (t.tp_comm_overlap ? "true" : "false") << "\n";
+    for (const std::string& section : scenario_sections()) {
+        o << "\n[" << section << "]\n";
+        for (const Field& f : scenario_fields()) {
+            if (section != f.section || !f.saved || !f.read) continue;
+            if (auto v = f.read(s)) o << f.key << " = " << toml_value(f, *v) << "\n";
+        }
+    }
     return o.str();
 }
 

@@ -18,6 +18,7 @@
 
 #include "app.hpp"
 #include "mainwindow.hpp"
+#include "trainplan/schema.hpp"
 #include "trainplan/units.hpp"
 
 using namespace trainplan;
@@ -48,9 +49,19 @@ MemoryBreakdown core_memory(const ScenarioInput& in) {
     return estimate_memory(*s).peak();
 }
 
+// "trainplan fit MODEL --flag value ..." as arguments after "trainplan", plus --json
+// (the copied line quotes nothing for preset names and numbers).
+std::vector<std::string> command_words(const QString& line) {
+    std::vector<std::string> words;
+    for (const QString& w : line.split(' ', Qt::SkipEmptyParts)) words.push_back(w.toStdString());
+    if (!words.empty() && words.front() == "trainplan") words.erase(words.begin());
+    return words;
+}
+
 nlohmann::json cli_json(const std::vector<std::string>& args) {
     std::vector<std::string> full{"trainplan"};
     full.insert(full.end(), args.begin(), args.end());
+    full.push_back("--json");
     std::ostringstream out, err;
     trainplan::cli::run(full, out, err);
     return nlohmann::json::parse(out.str());
@@ -74,8 +85,12 @@ private slots:
         QVERIFY(child<QLabel>(w, "verdictBanner")->text().startsWith("DOES NOT FIT"));
         QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), gb(m.total));
         QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "weights"), QString("13.48 GB"));  // 6,738,415,616 x 2 B
-        // QLoRA: fits, and the display follows.
+        // QLoRA: fits, and the display follows. Fields left to the resolver show
+        // the recipe's defaults (bf16 compute, full recompute), as the CLI uses them.
         child<QComboBox>(w, "methodCombo")->setCurrentText("qlora");
+        QCOMPARE(child<QComboBox>(w, "precisionCombo")->currentText(), QString("bf16"));
+        QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), QString("full"));
+        QCOMPARE(c.scenario().setup.recompute, Recompute::Full);
         child<QComboBox>(w, "precisionCombo")->setCurrentText("bf16");
         child<QComboBox>(w, "recomputeCombo")->setCurrentText("full");
         QVERIFY(child<QLabel>(w, "verdictBanner")->text().startsWith("FITS"));
@@ -161,8 +176,8 @@ private slots:
             child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
             child<QSpinBox>(w, "gpusSpin")->setValue(8);
             child<QSpinBox>(w, "tpSpin")->setValue(2);
-            child<QCheckBox>(w, "spCheck")->setChecked(true);
-            child<QComboBox>(w, "zeroCombo")->setCurrentText("1");
+            child<QCheckBox>(w, "sequenceParallelCheck")->setChecked(true);
+            child<QSpinBox>(w, "zeroSpin")->setValue(1);
             child<QComboBox>(w, "recomputeCombo")->setCurrentText("selective");
             child<QSpinBox>(w, "seqLenSpin")->setValue(4096);
             child<QSpinBox>(w, "microBatchSpin")->setValue(2);
@@ -181,18 +196,75 @@ private slots:
         QCOMPARE(child<QComboBox>(w2, "modelCombo")->currentText(), QString("llama-2-13b"));
         QCOMPARE(child<QSpinBox>(w2, "gpusSpin")->value(), 8);
         QCOMPARE(child<QSpinBox>(w2, "tpSpin")->value(), 2);
-        QVERIFY(child<QCheckBox>(w2, "spCheck")->isChecked());
-        QCOMPARE(child<QComboBox>(w2, "zeroCombo")->currentText(), QString("1"));
+        QVERIFY(child<QCheckBox>(w2, "sequenceParallelCheck")->isChecked());
+        QCOMPARE(child<QSpinBox>(w2, "zeroSpin")->value(), 1);
         QCOMPARE(child<QSpinBox>(w2, "globalBatchSpin")->value(), 64);
         QCOMPARE(c2.memory().peak().total, gui_total);
         QCOMPARE(c2.time().throughput.tokens_per_s, gui_tps);
         // The CLI reads the same file to the same numbers.
-        const auto fit = cli_json({"fit", "--scenario", path.toStdString(), "--json"});
+        const auto fit = cli_json({"fit", "--scenario", path.toStdString()});
         QCOMPARE(fit["memory"]["total_bytes"].get<double>(), gui_total);
-        const auto sim = cli_json({"simulate", "--scenario", path.toStdString(), "--json"});
+        const auto sim = cli_json({"simulate", "--scenario", path.toStdString()});
         QVERIFY(qAbs(sim["throughput"]["tokens_per_s"].get<double>() - gui_tps) < 1e-6 * gui_tps);
-        // And the copied command line reproduces it too.
-        QVERIFY(c2.commandLine().startsWith("trainplan fit llama-2-13b --gpu a100-sxm-80gb --gpus 8"));
+        // And the copied command line reproduces it too (parsed by the real CLI).
+        const auto line = cli_json(command_words(c2.commandLine()));
+        QCOMPARE(line["memory"]["total_bytes"].get<double>(), gui_total);
+    }
+
+    // Issue 10: the GUI's save dropped fsdp (208.6 GB reopened as 99.9 GB) and
+    // "Copy as command line" dropped --fsdp, --attention-kernel, --tp-comm-overlap.
+    void hybridShardSurvivesSaveAndCopyAsCommandLine() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("hybrid.toml");
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-70b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
+        child<QSpinBox>(w, "gpusSpin")->setValue(32);
+        child<QSpinBox>(w, "gpusPerNodeSpin")->setValue(8);
+        child<QComboBox>(w, "recomputeCombo")->setCurrentText("full");
+        child<QSpinBox>(w, "globalBatchSpin")->setValue(64);
+        QVERIFY2(c.valid(), qPrintable(c.errors()));
+        const double replicated = c.memory().peak().total;
+        child<QComboBox>(w, "fsdpCombo")->setCurrentText("hybrid-shard");
+        child<QComboBox>(w, "attentionKernelCombo")->setCurrentText("flash1");
+        child<QCheckBox>(w, "tpCommOverlapCheck")->setChecked(true);
+        QVERIFY2(c.valid(), qPrintable(c.errors()));
+        QCOMPARE(c.scenario().setup.fsdp, FsdpStrategy::HybridShard);
+        const double hybrid = c.memory().peak().total;
+        QVERIFY(hybrid < replicated);  // sharding inside the node: the test can tell the two apart
+        QString err;
+        QVERIFY2(c.saveScenario(path, &err), qPrintable(err));
+
+        Controller c2({TRAINPLAN_SOURCE_DIR});
+        MainWindow w2(&c2);
+        QVERIFY2(c2.openScenario(path, &err), qPrintable(err));
+        w2.loadScenario(c2.scenario(), c2.modelRef());
+        QCOMPARE(child<QComboBox>(w2, "fsdpCombo")->currentText(), QString("hybrid-shard"));
+        QCOMPARE(c2.memory().peak().total, hybrid);
+        QCOMPARE(c2.time().time.step_s, c.time().time.step_s);
+
+        // The copied command line names every field that differs from the defaults...
+        const QString line = c.commandLine();
+        for (const char* flag : {"--fsdp hybrid-shard", "--attention-kernel flash1", "--tp-comm-overlap on", "--recompute full",
+                                 "--gpus 32", "--zero 3", "--grad-accum 2"})
+            QVERIFY2(line.contains(flag), qPrintable(line + " lacks " + flag));
+        // Every schema field whose value differs from a default scenario's is on the line.
+        static const Scenario defaults{};
+        int differing = 0;
+        for (const Field& f : scenario_fields()) {
+            if (!f.saved || !f.read || f.read(c.scenario()) == f.read(defaults)) continue;
+            ++differing;
+            const QString flag = QString("%1 %2").arg(f.flag, QString::fromStdString(value_to_text(f.rule, *f.read(c.scenario()))));
+            QVERIFY2(line.contains(flag), qPrintable(line + " lacks " + flag));
+        }
+        QVERIFY(differing >= 10);
+        // ...and parses back, through the real CLI, to the same memory and step time.
+        const auto fit = cli_json(command_words(line));
+        QCOMPARE(fit["memory"]["total_bytes"].get<double>(), hybrid);
+        std::vector<std::string> sim = command_words(line);
+        sim[0] = "simulate";
+        QCOMPARE(cli_json(sim)["time"]["step_s"].get<double>(), c.time().time.step_s);
     }
 
     void planRunsOffTheGuiThreadAndLoadsARow() {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trainplan/enums.hpp"
 #include "trainplan/hardware.hpp"
 #include "trainplan/model.hpp"
 #include "trainplan/result.hpp"
@@ -39,7 +40,9 @@ struct Origin {
 };
 
 // A scenario as written (file or flags): every field optional, preset
-// references unresolved. Flags are merged over a file with merge().
+// references unresolved. Flags are merged over a file with merge(). Each field
+// other than the model is a row of the schema (schema.hpp): a new field is a
+// member here plus its row there.
 struct ScenarioInput {
     std::optional<std::string> model;          // preset, shorthand or path
     std::optional<ModelSpec> model_inline;     // [model] with inline architecture keys
@@ -90,18 +93,7 @@ struct GoalInput {
 };
 [[nodiscard]] Result<GoalInput> parse_goal_toml(std::string_view text, const std::string& filename);
 
-// ---- enum spellings accepted in files and on the command line
-[[nodiscard]] std::optional<Method> parse_method(std::string_view s);
-[[nodiscard]] std::optional<Precision> parse_precision(std::string_view s);
-[[nodiscard]] std::optional<OptimizerKind> parse_optimizer(std::string_view s);
-[[nodiscard]] std::optional<Framework> parse_framework(std::string_view s);
-[[nodiscard]] std::optional<Recompute> parse_recompute(std::string_view s);
-[[nodiscard]] std::optional<Offload> parse_offload(std::string_view s);
-[[nodiscard]] std::optional<Schedule> parse_schedule(std::string_view s);
-[[nodiscard]] std::optional<QuantType> parse_quant(std::string_view s);
-[[nodiscard]] std::optional<FsdpStrategy> parse_fsdp(std::string_view s);
-[[nodiscard]] std::optional<AttentionKernel> parse_attention_kernel(std::string_view s);
-[[nodiscard]] std::optional<unsigned> parse_lora_targets(std::string_view s);  // "q,v", "all", "attention", "mlp"
+// Enum spellings: enums.hpp (parse_enum<E>, enum_table<E>, parse_lora_targets).
 
 // ---- finding presets (implemented by the front ends, which do the file I/O)
 enum class PresetKind { Model, Gpu, Link, Node };
@@ -135,7 +127,8 @@ public:
 // then derived values (dp from the GPU count, accumulation from the global batch).
 [[nodiscard]] Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup);
 
-// A scenario in the scenario-file format (parse_scenario_toml reads it back).
+// A scenario in the scenario-file format (parse_scenario_toml reads it back to
+// the same scenario): every saved schema field with a value.
 // `model_ref`: preset name, shorthand or path to write as [model] preset/file;
 // empty writes the architecture inline.
 [[nodiscard]] std::string scenario_to_toml(const Scenario& s, const std::string& model_ref);

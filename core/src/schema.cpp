@@ -1,0 +1,399 @@
+// The scenario schema table (see schema.hpp) and the one value rule.
+#include "trainplan/schema.hpp"
+
+#include <cassert>
+#include <charconv>
+#include <cstring>
+#include <cmath>
+#include <vector>
+
+#include "trainplan/units.hpp"
+
+namespace trainplan {
+
+// ---------------------------------------------------------------- values
+
+std::string shortest(double v) {
+    char buf[64];
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
+}
+
+namespace {
+
+std::string as_text(double v) { return shortest(v); }
+
+}  // namespace
+
+std::optional<std::string> check_value(const FieldRule& rule, const FieldValue& v, const std::string& name) {
+    switch (rule.type) {
+        case FieldType::Int: {
+            const auto i = std::get<std::int64_t>(v);
+            if (static_cast<double>(i) < rule.lo) return name + " = " + std::to_string(i) + " must be at least " + as_text(rule.lo);
+            if (static_cast<double>(i) > rule.hi) return name + " = " + std::to_string(i) + " exceeds the maximum " + as_text(rule.hi);
+            return std::nullopt;
+        }
+        case FieldType::Number: {
+            const double d = std::get<double>(v);
+            if (!std::isfinite(d)) return name + " = " + as_text(d) + " must be a finite number";
+            if (d < rule.lo) return name + " = " + as_text(d) + " must be at least " + as_text(rule.lo);
+            if (d > rule.hi) return name + " = " + as_text(d) + " exceeds the maximum " + as_text(rule.hi);
+            return std::nullopt;
+        }
+        case FieldType::Enum:
+            if (!std::strcmp(rule.choices->name(static_cast<int>(std::get<std::int64_t>(v))), "?"))
+                return name + " is not one of: " + rule.choices->allowed();
+            return std::nullopt;
+        case FieldType::LoraTargets:
+            if (std::get<std::int64_t>(v) <= 0 || std::get<std::int64_t>(v) > kLoraAll)
+                return name + " must list modules from: " + lora_targets_allowed();
+            return std::nullopt;
+        case FieldType::Text:
+            if (std::get<std::string>(v).empty()) return name + " must not be empty";
+            return std::nullopt;
+        case FieldType::Bool: return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+Result<FieldValue> value_from_text(const FieldRule& rule, std::string_view text, const std::string& name) {
+    const std::string quoted = "\"" + std::string(text) + "\"";
+    auto fail = [&](const std::string& msg) { return Result<FieldValue>(Diagnostic{"", 0, 0, name, msg}); };
+    FieldValue v;
+    switch (rule.type) {
+        case FieldType::Int: {
+            std::int64_t i = 0;
+            auto r = std::from_chars(text.data(), text.data() + text.size(), i);
+            if (r.ec != std::errc() || r.ptr != text.data() + text.size()) {
+                // 1e6 and 4096.0 are integers too.
+                double d = 0;
+                auto rd = std::from_chars(text.data(), text.data() + text.size(), d);
+                if (rd.ec != std::errc() || rd.ptr != text.data() + text.size() || !std::isfinite(d) || std::floor(d) != d ||
+                    std::fabs(d) > 9e15)
+                    return fail(name + " = " + quoted + " must be an integer");
+                i = static_cast<std::int64_t>(d);
+            }
+            v = i;
+            break;
+        }
+        case FieldType::Number: {
+            double d = 0;
+            auto r = std::from_chars(text.data(), text.data() + text.size(), d);
+            if (r.ec == std::errc::result_out_of_range) return fail(name + " = " + std::string(text) + " must be a finite number");
+            if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return fail(name + " = " + quoted + " must be a number");
+            v = d;
+            break;
+        }
+        case FieldType::Bool: {
+            std::string s(text);
+            for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            if (s == "on" || s == "true" || s == "yes" || s == "1") v = true;
+            else if (s == "off" || s == "false" || s == "no" || s == "0") v = false;
+            else return fail(name + " = " + quoted + " must be on or off");
+            break;
+        }
+        case FieldType::Enum: {
+            auto e = rule.choices->parse(text);
+            if (!e) return fail(name + " = " + quoted + " is not one of: " + rule.choices->allowed());
+            v = std::int64_t{*e};
+            break;
+        }
+        case FieldType::LoraTargets: {
+            auto m = parse_lora_targets(text);
+            if (!m) return fail(name + " = " + quoted + " must list modules from: " + lora_targets_allowed());
+            v = std::int64_t{*m};
+            break;
+        }
+        case FieldType::Text: v = std::string(text); break;
+    }
+    if (auto msg = check_value(rule, v, name)) return fail(*msg);
+    return v;
+}
+
+std::string value_to_text(const FieldRule& rule, const FieldValue& v) {
+    switch (rule.type) {
+        case FieldType::Int: return std::to_string(std::get<std::int64_t>(v));
+        case FieldType::Number: return shortest(std::get<double>(v));
+        case FieldType::Bool: return std::get<bool>(v) ? "on" : "off";
+        case FieldType::Enum: return rule.choices->name(static_cast<int>(std::get<std::int64_t>(v)));
+        case FieldType::LoraTargets: return lora_targets_to_string(static_cast<unsigned>(std::get<std::int64_t>(v)));
+        case FieldType::Text: return std::get<std::string>(v);
+    }
+    return "";
+}
+
+// ---------------------------------------------------------------- the table
+
+namespace {
+
+// Conversions between a C++ field and a FieldValue.
+template <class T>
+FieldValue to_value(const T& x) {
+    if constexpr (std::is_enum_v<T>) return std::int64_t{static_cast<int>(x)};
+    else if constexpr (std::is_same_v<T, bool>) return x;
+    else if constexpr (std::is_integral_v<T>) return static_cast<std::int64_t>(x);
+    else if constexpr (std::is_floating_point_v<T>) return static_cast<double>(x);
+    else return std::string(x);
+}
+template <class T>
+void from_value(const FieldValue& v, T& out) {
+    if constexpr (std::is_enum_v<T>) out = static_cast<T>(std::get<std::int64_t>(v));
+    else if constexpr (std::is_same_v<T, bool>) out = std::get<bool>(v);
+    else if constexpr (std::is_integral_v<T>) out = static_cast<T>(std::get<std::int64_t>(v));
+    else if constexpr (std::is_floating_point_v<T>) out = std::get<double>(v);
+    else out = std::get<std::string>(v);
+}
+
+template <auto M>
+std::optional<FieldValue> get_input(const ScenarioInput& in) {
+    const auto& o = in.*M;
+    if (!o) return std::nullopt;
+    return to_value(*o);
+}
+template <auto M>
+void clear_input(ScenarioInput& in) {
+    (in.*M).reset();
+}
+template <auto M>
+void set_input(ScenarioInput& in, const FieldValue& v) {
+    auto& o = in.*M;
+    o.emplace();
+    from_value(v, *o);
+}
+
+FieldRule integer(double lo, double hi) { return {FieldType::Int, lo, hi, nullptr, std::nullopt}; }
+FieldRule number(double lo, double hi) { return {FieldType::Number, lo, hi, nullptr, std::nullopt}; }
+FieldRule boolean() { return {FieldType::Bool, 0, 1, nullptr, std::nullopt}; }
+template <class E>
+FieldRule choice() { return {FieldType::Enum, 0, 0, &enum_table<E>(), std::nullopt}; }
+FieldRule preset(PresetKind k) { return {FieldType::Text, 0, 0, nullptr, k}; }
+FieldRule lora_targets() { return {FieldType::LoraTargets, 0, 0, nullptr, std::nullopt}; }
+
+// One row: the ScenarioInput member, then where the value lives in a Scenario.
+template <auto M>
+Field row(const char* section, const char* key, const char* flag, const char* label, FieldRule rule, const char* help,
+          std::optional<FieldValue> (*read)(const Scenario&), void (*apply)(Scenario&, const FieldValue&)) {
+    Field f{section, key, flag, "", label, rule, help};
+    f.get = &get_input<M>;
+    f.set = &set_input<M>;
+    f.clear = &clear_input<M>;
+    f.read = read;
+    f.apply = apply;
+    return f;
+}
+
+// Read and apply lambdas for a plain Scenario member path.
+#define TP_AT(path)                                                                              \
+    [](const Scenario& s) -> std::optional<FieldValue> { return to_value(s.path); },           \
+        [](Scenario& s, const FieldValue& v) { from_value(v, s.path); }
+
+using In = ScenarioInput;
+constexpr std::int64_t kMaxGpus = 1 << 20;
+
+std::vector<Field> make_fields() {
+    std::vector<Field> f;
+    // ---- [hardware]
+    f.push_back(row<&In::gpu>("hardware", "gpu", "--gpu", "GPU", preset(PresetKind::Gpu), "GPU preset (trainplan gpus)",
+                              [](const Scenario& s) -> std::optional<FieldValue> {
+                                  if (s.cluster.gpu.id.empty()) return std::nullopt;
+                                  return s.cluster.gpu.id;
+                              },
+                              nullptr));
+    f.push_back(row<&In::node>("hardware", "node", "--node", "Node", preset(PresetKind::Node),
+                               "Node preset (trainplan nodes): GPU, links and NICs", nullptr, nullptr));
+    f.back().saved = false;  // written as the gpu, links and NICs it expands into
+    f.push_back(row<&In::gpus>("hardware", "gpus", "--gpus", "GPUs", integer(1, kMaxGpus), "Number of GPUs (default 1)",
+                               [](const Scenario& s) -> std::optional<FieldValue> { return to_value(s.cluster.num_gpus); }, nullptr));
+    f.push_back(row<&In::gpus_per_node>("hardware", "gpus_per_node", "--gpus-per-node", "GPUs per node", integer(1, 4096),
+                                        "GPUs per node (default min(gpus, 8) or the node preset)",
+                                        [](const Scenario& s) -> std::optional<FieldValue> { return to_value(s.cluster.gpus_per_node); },
+                                        nullptr));
+    f.back().contextual_default = true;
+    f.push_back(row<&In::intra_node>("hardware", "intra_node", "--intra-node", "Intra-node link", preset(PresetKind::Link),
+                                     "Link preset between GPUs of a node (default: the GPU's NVLink or PCIe)",
+                                     [](const Scenario& s) -> std::optional<FieldValue> {
+                                         if (s.cluster.intra_node.id.empty()) return std::nullopt;
+                                         return s.cluster.intra_node.id;
+                                     },
+                                     nullptr));
+    f.push_back(row<&In::inter_node>("hardware", "inter_node", "--inter-node", "Inter-node link", preset(PresetKind::Link),
+                                     "Link preset between nodes (default: the fabric of the GPU generation's DGX)",
+                                     [](const Scenario& s) -> std::optional<FieldValue> {
+                                         if (s.cluster.inter_node.id.empty()) return std::nullopt;
+                                         return s.cluster.inter_node.id;
+                                     },
+                                     nullptr));
+    f.push_back(row<&In::nics_per_node>("hardware", "nics_per_node", "--nics-per-node", "NICs per node", integer(1, 4096),
+                                        "Network adapters per node (default one per GPU)",
+                                        [](const Scenario& s) -> std::optional<FieldValue> {
+                                            if (s.cluster.nics_per_node <= 0) return std::nullopt;
+                                            return to_value(s.cluster.nics_per_node);
+                                        },
+                                        [](Scenario& s, const FieldValue& v) { from_value(v, s.cluster.nics_per_node); }));
+
+    // ---- [training]
+    f.push_back(row<&In::method>("training", "method", "--method", "Method", choice<Method>(), "Training method (default full)",
+                                 TP_AT(setup.method)));
+    f.push_back(row<&In::precision>("training", "precision", "--precision", "Precision", choice<Precision>(),
+                                    "Numeric precision (default bf16-mixed; bf16 for QLoRA)", TP_AT(setup.precision)));
+    f.back().contextual_default = true;
+    f.push_back(row<&In::optimizer>("training", "optimizer", "--optimizer", "Optimizer", choice<OptimizerKind>(),
+                                    "Optimizer (default adamw)", TP_AT(setup.optimizer)));
+    f.push_back(row<&In::framework>("training", "framework", "--framework", "Bookkeeping", choice<Framework>(),
+                                    "Mixed-precision bookkeeping convention (default deepspeed)", TP_AT(setup.framework)));
+    f.push_back(row<&In::zero>("training", "zero", "--zero", "ZeRO stage", integer(0, 3), "ZeRO stage 0-3 (default 0)",
+                               TP_AT(setup.zero_stage)));
+    f.push_back(row<&In::fsdp>("training", "fsdp", "--fsdp", "FSDP", choice<FsdpStrategy>(),
+                               "FSDP sharding strategy (sets the ZeRO stage it shards like)",
+                               [](const Scenario& s) -> std::optional<FieldValue> { return to_value(s.setup.fsdp); }, nullptr));
+    f.push_back(row<&In::optimizer_offload>("training", "optimizer_offload", "--offload-optimizer", "Optimizer offload",
+                                            choice<Offload>(), "Optimizer states offload (needs zero >= 1)",
+                                            TP_AT(setup.optimizer_offload)));
+    f.push_back(row<&In::param_offload>("training", "param_offload", "--offload-params", "Parameter offload", choice<Offload>(),
+                                        "Parameter offload (needs zero = 3)", TP_AT(setup.param_offload)));
+    f.push_back(row<&In::recompute>("training", "recompute", "--recompute", "Recompute", choice<Recompute>(),
+                                    "Activation recompute (default none; full for QLoRA)", TP_AT(setup.recompute)));
+    f.back().contextual_default = true;
+    f.push_back(row<&In::flash_attention>("training", "flash_attention", "--flash-attention", "FlashAttention", boolean(),
+                                          "Fused attention kernel: on | off (default on)", TP_AT(setup.flash_attention)));
+    f.push_back(row<&In::attention_kernel>("training", "attention_kernel", "--attention-kernel", "Attention kernel",
+                                           choice<AttentionKernel>(), "Fused attention generation (default flash2)",
+                                           TP_AT(setup.attention_kernel)));
+    f.push_back(row<&In::seq_len>("training", "seq_len", "--seq-len", "Sequence length", integer(1, 16 * 1024 * 1024),
+                                  "Sequence length in tokens (default 2048)", TP_AT(setup.seq_len)));
+    f.push_back(row<&In::micro_batch>("training", "micro_batch", "--micro-batch", "Micro-batch", integer(1, 1 << 20),
+                                      "Micro-batch size per GPU (default 1)", TP_AT(setup.micro_batch)));
+    f.push_back(row<&In::grad_accum>("training", "grad_accum", "--grad-accum", "Gradient accumulation", integer(1, 1 << 24),
+                                     "Gradient accumulation steps (default 1)", TP_AT(setup.grad_accum)));
+    f.back().in_form = false;  // the GUI edits the global batch, which sets it
+    f.push_back(row<&In::global_batch>("training", "global_batch", "--global-batch", "Global batch",
+                                       integer(1, static_cast<double>(std::int64_t{1} << 40)),
+                                       "Global batch in sequences (sets the accumulation)",
+                                       [](const Scenario& s) -> std::optional<FieldValue> { return to_value(s.setup.global_batch()); },
+                                       nullptr));
+    f.back().saved = false;  // written as grad_accum
+    f.push_back(row<&In::lora_rank>("training", "lora_rank", "--lora-rank", "LoRA rank", integer(1, 65536),
+                                    "LoRA rank (default 16)", TP_AT(setup.lora.rank)));
+    f.push_back(row<&In::lora_alpha>("training", "lora_alpha", "--lora-alpha", "LoRA alpha", number(0, 1e6),
+                                     "LoRA alpha (default 32)", TP_AT(setup.lora.alpha)));
+    f.push_back(row<&In::lora_dropout>("training", "lora_dropout", "--lora-dropout", "LoRA dropout", number(0, 0.99),
+                                       "LoRA dropout (default 0.05)", TP_AT(setup.lora.dropout)));
+    f.push_back(row<&In::lora_targets>("training", "lora_targets", "--lora-targets", "LoRA targets", lora_targets(),
+                                       "Adapted modules: q,k,v,o,gate,up,down | attention | mlp | all (default all)",
+                                       TP_AT(setup.lora.targets)));
+    f.push_back(row<&In::quant>("training", "quant", "--quant", "QLoRA quantization", choice<QuantType>(),
+                                "QLoRA base quantization (default nf4)", TP_AT(setup.qlora.quant)));
+    f.push_back(row<&In::double_quant>("training", "double_quant", "--double-quant", "Double quantization", boolean(),
+                                       "QLoRA double quantization: on | off (default on)", TP_AT(setup.qlora.double_quant)));
+    f.push_back(row<&In::paged_optimizer>("training", "paged_optimizer", "--paged-optimizer", "Paged optimizer", boolean(),
+                                          "QLoRA paged optimizer: on | off (default on)", TP_AT(setup.qlora.paged_optimizer)));
+    f.push_back(row<&In::framework_overhead_gib>(
+        "training", "framework_overhead_gib", "--framework-overhead-gib", "Framework overhead (GiB)", number(0, 1024),
+        "Override CUDA context + library + NCCL overhead (GiB)",
+        [](const Scenario& s) -> std::optional<FieldValue> {
+            if (s.setup.framework_overhead_bytes < 0) return std::nullopt;
+            return s.setup.framework_overhead_bytes / units::GiB;
+        },
+        [](Scenario& s, const FieldValue& v) { s.setup.framework_overhead_bytes = std::get<double>(v) * units::GiB; }));
+    f.push_back(row<&In::fragmentation>("training", "fragmentation", "--fragmentation", "Fragmentation", number(0, 1),
+                                        "Override allocator fragmentation reserve (fraction, default 0.05)",
+                                        [](const Scenario& s) -> std::optional<FieldValue> {
+                                            if (s.setup.fragmentation_fraction < 0) return std::nullopt;
+                                            return s.setup.fragmentation_fraction;
+                                        },
+                                        [](Scenario& s, const FieldValue& v) { s.setup.fragmentation_fraction = std::get<double>(v); }));
+
+    // ---- [parallel]
+    f.push_back(row<&In::tp>("parallel", "tp", "--tp", "TP", integer(1, 1 << 16), "Tensor parallel size", TP_AT(setup.layout.tp)));
+    f.push_back(row<&In::pp>("parallel", "pp", "--pp", "PP", integer(1, 1 << 16), "Pipeline parallel size", TP_AT(setup.layout.pp)));
+    f.push_back(row<&In::dp>("parallel", "dp", "--dp", "DP", integer(1, kMaxGpus), "Data parallel size (default gpus / (tp x pp))",
+                             [](const Scenario& s) -> std::optional<FieldValue> { return to_value(s.setup.layout.dp); }, nullptr));
+    f.back().in_form = false;  // the GUI shows dp = gpus / (tp x pp)
+    f.push_back(row<&In::ep>("parallel", "ep", "--ep", "EP", integer(1, 1 << 16), "Expert parallel size (MoE)", TP_AT(setup.layout.ep)));
+    f.push_back(row<&In::vp>("parallel", "vp", "--vp", "VP", integer(1, 1024), "Interleaved pipeline chunks per stage",
+                             TP_AT(setup.layout.vp)));
+    f.push_back(row<&In::sequence_parallel>("parallel", "sequence_parallel", "--sequence-parallel", "Sequence parallel", boolean(),
+                                            "Sequence parallelism (with tp > 1)", TP_AT(setup.layout.sequence_parallel)));
+    f.back().alias = "--sp";
+    f.push_back(row<&In::tp_comm_overlap>("parallel", "tp_comm_overlap", "--tp-comm-overlap", "TP comm overlap", boolean(),
+                                          "Overlap TP collectives with GEMMs (Megatron-Core --tp-comm-overlap)",
+                                          TP_AT(setup.tp_comm_overlap)));
+    f.push_back(row<&In::schedule>("parallel", "schedule", "--schedule", "Schedule", choice<Schedule>(),
+                                   "Pipeline schedule (default 1f1b; interleaved when vp > 1)", TP_AT(setup.layout.schedule)));
+    f.back().contextual_default = true;
+    return f;
+}
+#undef TP_AT
+
+}  // namespace
+
+std::span<const Field> scenario_fields() {
+    static const std::vector<Field> fields = make_fields();
+    return fields;
+}
+
+const Field* field_by_key(std::string_view key) {
+    for (const Field& f : scenario_fields())
+        if (key == f.key) return &f;
+    return nullptr;
+}
+
+const Field* field_by_flag(std::string_view flag) {
+    for (const Field& f : scenario_fields())
+        if (flag == f.flag || (*f.alias && flag == f.alias)) return &f;
+    return nullptr;
+}
+
+std::vector<std::string> scenario_sections() {
+    std::vector<std::string> out;
+    for (const Field& f : scenario_fields())
+        if (out.empty() || out.back() != f.section) out.emplace_back(f.section);
+    return out;
+}
+
+// ---------------------------------------------------------------- options around a scenario
+
+namespace {
+
+std::vector<OptionField> make_options() {
+    return {
+        {"tokens", "--tokens", number(1, 1e18), "Tokens to train (e.g. 1e12)"},
+        {"deadline_days", "--deadline-days", number(0.001, 36500), "Deadline in days"},
+        {"budget_usd", "--budget", number(0, 1e13), "Budget in USD (rent, or purchase + energy)"},
+        {"max_gpus", "--max-gpus", integer(1, kMaxGpus), "Largest GPU count to consider"},
+        {"electricity_usd_per_kwh", "--electricity", number(0, 100), "Electricity in $ per kWh (default 0.12)"},
+        {"pue", "--pue", number(1, 5), "Facility power usage effectiveness (default 1.2)"},
+        {"amortization_years", "--amortize-years", number(0.1, 50), "Amortization period for purchased GPUs (default 3)"},
+        {"rent", "--rent", number(0, 1e4), "Rent per GPU-hour in USD, as GPU=USD (repeatable, e.g. h100-sxm=2.5)"},
+        {"price", "--price", number(0, 1e8), "Purchase price per GPU in USD, as GPU=USD (repeatable; default the preset's)"},
+        {"loader_workers", "--loader-workers", integer(0, 1024), "Data-loader workers per GPU (0: pre-tokenized data, no stall)"},
+        {"worker_samples_per_s", "--worker-samples-per-s", number(0.001, 1e9), "Samples one loader worker prepares per second"},
+        {"storage_gb_s", "--storage-gb-s", number(0.001, 1e6), "Storage read bandwidth per node (GB/s)"},
+        {"sustained_clock", "--sustained-clock", number(0.05, 1), "Sustained clock as a fraction of boost (thermal/power limits; default 1)"},
+        {"target_tokens_per_s", "--target-tokens-per-s", number(0, 1e15), "Throughput the fewest-GPUs query must reach"},
+        {"observed_step_s", "--observed-step-s", number(1e-6, 1e7), "Measured seconds per optimizer step"},
+        {"observed_tokens_per_s", "--observed-tokens-per-s", number(1e-3, 1e12), "Measured tokens per second (whole job)"},
+        {"gpu_util", "--gpu-util", number(0, 100), "Average GPU utilization in % (nvidia-smi)"},
+        {"observed_peak_memory_gb", "--observed-peak-memory-gb", number(0, 1e5), "Peak memory per GPU seen (GB)"},
+        {"gpu_temp", "--gpu-temp", number(0, 130), "GPU temperature under load (C)"},
+        {"gpu_clock_mhz", "--gpu-clock-mhz", number(50, 10000), "Sustained SM clock under load (MHz)"},
+        {"top", "--top", integer(1, 1000), "How many layouts to list (default 10)"},
+        {"remedies", "--remedies", integer(1, 100), "How many remedies to list"},
+    };
+}
+
+}  // namespace
+
+std::span<const OptionField> option_fields() {
+    static const std::vector<OptionField> options = make_options();
+    return options;
+}
+
+const OptionField& option_field(std::string_view key) {
+    for (const OptionField& o : option_fields())
+        if (key == o.key) return o;
+    assert(false && "unknown option field");
+    return option_fields().front();
+}
+
+}  // namespace trainplan
