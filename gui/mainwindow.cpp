@@ -81,9 +81,6 @@ MainWindow::MainWindow(Controller* controller, QWidget* parent) : QMainWindow(pa
     scroll->setWidgetResizable(true);
     auto* editor = new QWidget(scroll);
     buildEditor(editor);
-    // The method selector applies the method's recipe, not just the method.
-    disconnect(method_, &QComboBox::currentTextChanged, this, &MainWindow::readInputs);
-    connect(method_, &QComboBox::currentTextChanged, this, &MainWindow::methodChanged);
     scroll->setWidget(editor);
     scroll->setMinimumWidth(380);
     tabs_ = new QTabWidget(split);
@@ -455,16 +452,6 @@ void MainWindow::readInputs() {
     c_->setInput(in);  // emits changed() -> showResults()
     repaint_ms_ = timer.nsecsElapsed() / 1e6;
     update_label_->setText(QString("updated in %1 ms (model %2 ms)").arg(repaint_ms_, 0, 'f', 2).arg(c_->lastUpdateMs(), 0, 'f', 2));
-}
-
-void MainWindow::methodChanged() {
-    if (loading_) return;
-    const auto m = parse_method(method_->currentText().toStdString());
-    if (!m || !c_->valid() || c_->scenario().setup.method == *m) {
-        readInputs();
-        return;
-    }
-    loadScenario(c_->withMethod(*m), c_->modelRef());
 }
 
 void MainWindow::setArchitectureFields(const ModelSpec& m) {

@@ -59,7 +59,6 @@ private:
     void buildMenus();
     void showCompare();
     void showAdvice();
-    void methodChanged();   // the method selector applies the method's recipe (via the controller)
     void applyAdvice(int row);
     void planFinished(const QVector<PlanCandidate>& rows, bool cancelled);
     void setArchitectureFields(const ModelSpec& m);
