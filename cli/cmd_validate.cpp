@@ -39,7 +39,7 @@ std::vector<std::string> packaged_case_files(const FilePresets& presets) {
 }
 
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.preset_dirs);
+    FilePresets presets = command_presets(o.preset_dirs, err);
     std::vector<std::string> files = o.case_files.empty() ? packaged_case_files(presets) : o.case_files;
     if (files.empty()) {
         err << "error: no validation case files found (looked for validation/published-*.toml in the preset directories)\n";

@@ -1,5 +1,8 @@
 #include "scenario_flags.hpp"
 
+#include <algorithm>
+#include <set>
+
 namespace trainplan::cli {
 
 void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required) {
@@ -169,7 +172,12 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
     // Flags win over the scenario file; a key set by a flag is reported as the flag.
     ScenarioInput merged = base;
     // Drop file origins for keys the flags override, so messages name the flag.
-    auto drop = [&](bool set, const char* key) { if (set) merged.origin.erase(key); };
+    std::set<std::string> from_flags;
+    auto drop = [&](bool set, const char* key) {
+        if (!set) return;
+        merged.origin.erase(key);
+        from_flags.insert(key);
+    };
     drop(in.gpus.has_value(), "gpus");
     drop(in.tp.has_value(), "tp");
     drop(in.pp.has_value(), "pp");
@@ -190,7 +198,17 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
         merged.global_batch.reset();
         if (*deferred_global_batch > 0) merged.grad_accum.reset();
     }
-    return resolve_scenario(merged, presets);
+    auto resolved = resolve_scenario(merged, presets);
+    if (resolved || f.scenario_file.empty()) return resolved;
+    // What no flag set was left to the scenario file (a missing model or GPU, a
+    // default that does not fit the rest): the error names that file.
+    Error e = resolved.error();
+    for (Diagnostic& d : e.diagnostics) {
+        std::string key = d.key.rfind("--", 0) == 0 ? d.key.substr(2) : d.key;
+        std::replace(key.begin(), key.end(), '-', '_');
+        if (d.file.empty() && !from_flags.count(key)) d.file = f.scenario_file;
+    }
+    return e;
 }
 
 }  // namespace trainplan::cli

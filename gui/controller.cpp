@@ -1,5 +1,6 @@
 #include "controller.hpp"
 
+#include <QBuffer>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QImage>
@@ -168,16 +169,24 @@ bool Controller::exportReport(const QString& path, double tokens, double deadlin
         doc_html.replace(m.captured(0), QString("<img src=\"%1\" width=\"%2\">").arg(name).arg(renderer.defaultSize().width()));
     }
     doc.setHtml(doc_html);
-    const QString tmp = path + ".tmp";
+    // Printed in memory, then written like every other output (random O_EXCL |
+    // O_NOFOLLOW temporary, permissions kept, only a regular file replaced):
+    // never through a predictable "PATH.tmp" another user could plant a link at.
+    QByteArray bytes;
     {
-        QPdfWriter pdf(tmp);
+        QBuffer buffer(&bytes);
+        buffer.open(QIODevice::WriteOnly);
+        QPdfWriter pdf(&buffer);
         pdf.setPageSize(QPageSize(QPageSize::A4));
         pdf.setResolution(150);
         doc.print(&pdf);
     }
-    if (!QFile::exists(tmp) || std::rename(tmp.toStdString().c_str(), path.toStdString().c_str()) != 0) {
-        QFile::remove(tmp);
+    if (bytes.isEmpty()) {
         if (error) *error = path + ": cannot write the PDF";
+        return false;
+    }
+    if (!app::write_file_atomically(path.toStdString(), std::string(bytes.constData(), static_cast<size_t>(bytes.size())), why)) {
+        if (error) *error = QString::fromStdString(why);
         return false;
     }
     return true;

@@ -420,7 +420,12 @@ Result<ScenarioInput> parse_scenario_toml(std::string_view text, const std::stri
         if ((preset ? 1 : 0) + (file ? 1 : 0) + (inline_keys ? 1 : 0) > 1)
             r.error(preset ? "preset" : "file", "[model] takes one of: preset, file, or inline architecture keys");
         if (preset) { in.model = *preset; note(r, "preset"); in.origin["model"] = r.origin("preset"); }
-        if (file) { in.model = *file; in.origin["model"] = r.origin("file"); }
+        if (file) {
+            // A relative path is relative to the scenario file, not the current directory.
+            const size_t slash = filename.find_last_of('/');
+            in.model = file->empty() || (*file)[0] == '/' || slash == std::string::npos ? *file : filename.substr(0, slash + 1) + *file;
+            in.origin["model"] = r.origin("file");
+        }
         if (inline_keys) {
             ModelSpec m;
             m.id = filename + " [model]";

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "trainplan/fit.hpp"
+#include "trainplan/input_limits.hpp"
 #include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
 
@@ -347,6 +348,7 @@ template <class Fn>
 std::optional<Diagnostic> for_each_case(const std::vector<TextSource>& files, Fn fn) {
     for (const TextSource& f : files) {
         toml::table doc;
+        if (auto too_big = check_input_limits(f.text, f.filename, InputFormat::Toml)) return too_big;
         try {
             doc = toml::parse(f.text, f.filename);
         } catch (const toml::parse_error& e) {
