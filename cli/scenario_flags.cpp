@@ -192,6 +192,23 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
     drop(in.precision.has_value(), "precision");
     drop(in.model.has_value(), "model");
     drop(in.gpu.has_value(), "gpu");
+    drop(in.node.has_value(), "node");
+    drop(in.intra_node.has_value(), "intra_node");
+    drop(in.inter_node.has_value(), "inter_node");
+    drop(in.gpus_per_node.has_value(), "gpus_per_node");
+    drop(in.nics_per_node.has_value(), "nics_per_node");
+    drop(in.method.has_value(), "method");
+    drop(in.optimizer.has_value(), "optimizer");
+    drop(in.framework.has_value(), "framework");
+    drop(in.fsdp.has_value(), "fsdp");
+    drop(in.optimizer_offload.has_value(), "optimizer_offload");
+    drop(in.param_offload.has_value(), "param_offload");
+    drop(in.recompute.has_value(), "recompute");
+    drop(in.schedule.has_value(), "schedule");
+    drop(in.attention_kernel.has_value(), "attention_kernel");
+    drop(in.flash_attention.has_value(), "flash_attention");
+    drop(in.lora_rank.has_value(), "lora_rank");
+    drop(in.sequence_parallel.has_value(), "sequence_parallel");
     merged.merge(in);
     if (deferred_global_batch) {
         *deferred_global_batch = merged.global_batch.value_or(0);
@@ -199,14 +216,23 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
         if (*deferred_global_batch > 0) merged.grad_accum.reset();
     }
     auto resolved = resolve_scenario(merged, presets);
-    if (resolved || f.scenario_file.empty()) return resolved;
-    // What no flag set was left to the scenario file (a missing model or GPU, a
-    // default that does not fit the rest): the error names that file.
+    if (resolved) return resolved;
+    // Every error says where to change it. What no flag set was left to the
+    // scenario file (a missing model or GPU, a default that does not fit the
+    // rest): the error names that file; without one, a default is named as such
+    // with the flag that sets it.
     Error e = resolved.error();
     for (Diagnostic& d : e.diagnostics) {
         std::string key = d.key.rfind("--", 0) == 0 ? d.key.substr(2) : d.key;
         std::replace(key.begin(), key.end(), '-', '_');
-        if (d.file.empty() && !from_flags.count(key)) d.file = f.scenario_file;
+        if (!d.file.empty() || key.empty() || from_flags.count(key)) continue;
+        if (!f.scenario_file.empty()) {
+            d.file = f.scenario_file;
+            continue;
+        }
+        std::string flag = key == "optimizer_offload" ? "--offload-optimizer" : key == "param_offload" ? "--offload-params" : "--" + key;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        if (key != "model" && d.message.find(flag) == std::string::npos) d.message += " (the default; " + flag + " sets it)";
     }
     return e;
 }

@@ -135,10 +135,10 @@ def command(trainplan, kind, work, rel):
     presets = os.path.join(work, "presets")
     if kind == "model":
         path = os.path.join(work, "mutant.toml")
-        return path, [trainplan, "simulate", path, "--gpu", "h100-sxm", "--gpus", "8", "--json"]
+        return path, [trainplan, "simulate", path, "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "1024", "--json"]
     if kind == "config":
         path = os.path.join(work, "config.json")
-        return path, [trainplan, "simulate", path, "--gpu", "h100-sxm", "--gpus", "8", "--json"]
+        return path, [trainplan, "simulate", path, "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "1024", "--json"]
     if kind == "scenario":
         path = os.path.join(work, "scenario.toml")
         if rel.endswith("goal-llama3-8b.toml"):

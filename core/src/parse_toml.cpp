@@ -640,11 +640,21 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
         auto n = take(load_node(lookup, *in.node, "node"));
         if (n) node = *n;
     }
+    // A name read from a preset (the node's GPU and links, the GPU's NVLink) that
+    // does not resolve is an error in that preset's file.
+    auto named_in = [&](auto result, bool from_preset, PresetKind kind, const std::string& preset) {
+        if (result || !from_preset) return result;
+        Error e = result.error();
+        if (auto src = lookup.find(kind, preset))
+            for (Diagnostic& d : e.diagnostics)
+                if (d.file.empty()) d.file = src->filename;
+        return decltype(result)(e);
+    };
     std::string gpu_name = in.gpu ? *in.gpu : node ? node->gpu : "";
     if (gpu_name.empty()) {
         errs.push_back({"", 0, 0, "gpu", "no GPU given (e.g. --gpu rtx-4090; 'trainplan gpus' lists presets)"});
     } else {
-        auto g = take(load_gpu(lookup, gpu_name, "gpu"));
+        auto g = take(named_in(load_gpu(lookup, gpu_name, "gpu"), !in.gpu && node, PresetKind::Node, in.node.value_or("")));
         if (g) s.cluster.gpu = *g;
     }
     s.cluster.num_gpus = in.gpus.value_or(1);
@@ -652,6 +662,7 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
     s.cluster.gpus_per_node = in.gpus_per_node.value_or(default_per_node);
     s.cluster.nics_per_node = in.nics_per_node.value_or(node ? node->nics_per_node : 0);
     std::string intra = in.intra_node ? *in.intra_node : node ? node->intra_node : "";
+    const bool intra_from_node = !in.intra_node && !intra.empty(), intra_from_gpu = !in.intra_node && intra.empty();
     if (intra.empty() && !s.cluster.gpu.id.empty()) {
         // Default: the GPU's own NVLink if it has one, else PCIe of its generation.
         if (!s.cluster.gpu.nvlink.empty()) intra = s.cluster.gpu.nvlink;
@@ -661,7 +672,8 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
         }
     }
     if (!intra.empty()) {
-        auto l = take(load_link(lookup, intra, "intra_node"));
+        auto l = take(named_in(named_in(load_link(lookup, intra, "intra_node"), intra_from_node, PresetKind::Node, in.node.value_or("")),
+                               intra_from_gpu, PresetKind::Gpu, gpu_name));
         if (l) s.cluster.intra_node = *l;
     }
     // Default fabric between nodes: the one DGX-class nodes of the GPU's
@@ -671,7 +683,8 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in, PresetLookup& lookup)
     const std::string default_inter = (arch == "hopper" || arch == "blackwell") ? "ib-ndr" : "ib-hdr";
     std::string inter = in.inter_node ? *in.inter_node : node && !node->inter_node.empty() ? node->inter_node : default_inter;
     if (s.cluster.num_gpus > s.cluster.gpus_per_node || in.inter_node) {
-        auto l = take(load_link(lookup, inter, "inter_node"));
+        auto l = take(named_in(load_link(lookup, inter, "inter_node"), !in.inter_node && node && !node->inter_node.empty(), PresetKind::Node,
+                               in.node.value_or("")));
         if (l) s.cluster.inter_node = *l;
     }
 
