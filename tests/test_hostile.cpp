@@ -458,3 +458,18 @@ TEST_CASE("11: every error carries a location: an empty scenario file", "[hostil
     const auto g = cli({"fit", "llama-2-7b", "--scenario", empty});
     CHECK(g.err == empty + ": error: no GPU given (e.g. --gpu rtx-4090; 'trainplan gpus' lists presets)\n");
 }
+
+TEST_CASE("11: errors from defaults and from names inside presets are located too", "[hostile][scenario]") {
+    // A default that breaks a rule names the flag that sets it.
+    const auto r = cli({"fit", "gpt2", "--gpu", "rtx-4090"});
+    CHECK(r.code == 2);
+    CHECK(r.err == "error: seq_len = 2048 exceeds max_seq_len = 1024 of GPT-2 (124M) (learned position embeddings cannot extrapolate) "
+                   "(the default; --seq-len sets it)\n");
+    // A node preset naming a GPU that does not exist: the error is in the node's file.
+    TempDir d;
+    const std::string node = d / "p/hardware/node/my-node.toml";
+    write(node, "name = \"My node\"\ngpu = \"no-such-gpu\"\ngpus_per_node = 8\nintra_node = \"nvswitch-h100\"\nsource = \"test\"\n");
+    const auto n = cli({"fit", "llama-2-7b", "--node", "my-node", "--presets", d / "p"});
+    CHECK(n.code == 2);
+    CHECK(n.err.rfind(node + ": error: unknown GPU preset \"no-such-gpu\"", 0) == 0);
+}
