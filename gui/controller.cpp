@@ -120,7 +120,7 @@ bool Controller::saveScenario(const QString& path, QString* error) const {
     return true;
 }
 
-SizingReport Controller::sizingReport(double tokens, double deadline_days) {
+SizingReport Controller::sizingReport(double tokens, double deadline_days, std::vector<Diagnostic>* invalid) {
     SizingGoal goal;
     goal.tokens = tokens;
     goal.deadline_s = deadline_days * 86400;
@@ -131,9 +131,9 @@ SizingReport Controller::sizingReport(double tokens, double deadline_days) {
     // The cluster being edited first, then every priced GPU preset in its usual
     // node, as `trainplan size` compares them.
     std::vector<ClusterSpec> candidates{scenario_.cluster};
-    for (const auto& id : app::priced_gpu_candidates(presets_, goal)) {
+    for (const auto& id : app::priced_gpu_candidates(presets_, goal, invalid)) {
         if (id == scenario_.cluster.gpu.id) continue;
-        if (auto c = app::sizing_candidate_cluster(presets_, id)) candidates.push_back(*c);
+        if (auto c = app::sizing_candidate_cluster(presets_, id, invalid)) candidates.push_back(*c);
     }
     return size_hardware(scenario_, scenario_.setup.global_batch(), candidates, goal);
 }
@@ -143,7 +143,14 @@ bool Controller::exportReport(const QString& path, double tokens, double deadlin
         if (error) *error = "the scenario is not valid: " + errors_;
         return false;
     }
-    const std::string html = app::report_html(sizingReport(tokens, deadline_days));
+    // A preset file that does not parse is reported, not left out of the comparison silently.
+    std::vector<Diagnostic> invalid;
+    const SizingReport report = sizingReport(tokens, deadline_days, &invalid);
+    if (!invalid.empty()) {
+        if (error) *error = QString::fromStdString(Error(invalid).message());
+        return false;
+    }
+    const std::string html = app::report_html(report);
     std::string why;
     if (!path.endsWith(".pdf", Qt::CaseInsensitive)) {
         if (!app::write_file_atomically(path.toStdString(), html, why)) {
