@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything, runs every test: the suite, the
-# same suite under AddressSanitizer + UndefinedBehaviorSanitizer, and each fuzz
-# target for FUZZ_SECONDS (default 60; FUZZ_SECONDS=0 skips them).
+# same suite under AddressSanitizer + UndefinedBehaviorSanitizer, the mutation
+# campaign against the sanitizer build (MUTANTS_PER_PRESET, default 10, and
+# MUTANTS_PER_FILE, default 120, for each test scenario and config.json; the full
+# campaign is scripts/mutate.py --per-file 500), and each fuzz target for
+# FUZZ_SECONDS (default 60; FUZZ_SECONDS=0 skips them).
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/deps.sh
@@ -11,4 +14,6 @@ ctest --test-dir build --output-on-failure
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINPLAN_SANITIZE=ON -DTRAINPLAN_BUILD_BENCH=OFF -DTRAINPLAN_BUILD_GUI=OFF >/dev/null
 cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure
+/usr/bin/python3 scripts/mutate.py --trainplan build-asan/cli/trainplan --per-preset "${MUTANTS_PER_PRESET:-10}" \
+  --per-file "${MUTANTS_PER_FILE:-120}"
 ./fuzz/run.sh "${FUZZ_SECONDS:-60}"

@@ -2,11 +2,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sstream>
+
 #include "commands.hpp"
+#include "trainplan/app/format.hpp"
 
 namespace trainplan::cli {
 
-int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+namespace {
+
+int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
     CLI::App app{"trainplan: will it fit, how fast, what to buy -- capacity planning for LLM training", "trainplan"};
     app.set_version_flag("--version", std::string("trainplan ") + TRAINPLAN_VERSION);
     app.require_subcommand(1);
@@ -71,6 +76,18 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         return 3;
     }
     return 2;
+}
+
+}  // namespace
+
+// Names, keys and values from input files reach the terminal: escape sequences
+// in them are shown escaped, never interpreted (lines and tabs pass through).
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+    std::ostringstream o, e;
+    const int code = run_command(args, o, e);
+    out << app::printable(o.str(), true);
+    err << app::printable(e.str(), true);
+    return code;
 }
 
 }  // namespace trainplan::cli

@@ -26,7 +26,7 @@ void setup_advise(CLI::App& app, AdviseOptions& o) {
 }
 
 int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.sim.scenario.preset_dirs);
+    FilePresets presets = command_presets(o.sim.scenario.preset_dirs, err);
     // The loader's per-worker rate may be unknown: advise infers it from what was observed.
     auto sc = simulate_scenario(o.sim, presets, nullptr, false);
     if (!sc) return report_error(sc.error(), err);
@@ -51,7 +51,10 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
     checked_option("remedies", static_cast<double>(o.max_remedies), errs);
     if (!errs.empty()) return report_error(Error(errs), err);
 
-    const AdviceReport rep = advise(*sc, obs, advice_context(presets, *sc), o.max_remedies);
+    std::vector<Diagnostic> invalid;
+    const AdviceContext ctx = advice_context(presets, *sc, &invalid);
+    if (!invalid.empty()) return report_error(Error(invalid), err);
+    const AdviceReport rep = advise(*sc, obs, ctx, o.max_remedies);
     const Diagnosis& d = rep.diagnosis;
     if (o.sim.json) {
         nlohmann::json rem = nlohmann::json::array();

@@ -15,7 +15,8 @@ void setup_fit(CLI::App& app, FitOptions& o) {
 }
 
 int report_error(const Error& e, std::ostream& err) {
-    for (const auto& d : e.diagnostics) err << d.to_string() << '\n';
+    // One diagnostic, one line: a newline or escape inside a value is shown escaped.
+    for (const auto& d : e.diagnostics) err << printable(d.to_string()) << '\n';
     return 2;
 }
 
@@ -55,7 +56,7 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
 }  // namespace
 
 int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.scenario.preset_dirs);
+    FilePresets presets = command_presets(o.scenario.preset_dirs, err);
     auto sc = build_scenario(o.scenario, presets);
     if (!sc) return report_error(sc.error(), err);
     std::vector<Diagnostic> option_errs;

@@ -29,10 +29,16 @@ Result<std::vector<T>> parse_all(FilePresets& presets, PresetKind kind, P parse)
     return out;
 }
 
+// The shipped preset a user preset of this name hides, or null.
+nlohmann::json shadows_json(FilePresets& presets, PresetKind kind, const std::string& id) {
+    const std::string hidden = presets.shadowed(kind, id);
+    return hidden.empty() ? nlohmann::json() : nlohmann::json(hidden);
+}
+
 }  // namespace
 
 int run_models(const ListOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.preset_dirs);
+    FilePresets presets = command_presets(o.preset_dirs, err);
     auto models = parse_all<ModelSpec>(presets, PresetKind::Model, parse_model_toml);
     if (!models) return report_error(models.error(), err);
     if (o.json) {
@@ -42,7 +48,8 @@ int run_models(const ListOptions& o, std::ostream& out, std::ostream& err) {
             j.push_back({{"id", m.id}, {"name", m.name}, {"params", pc.total}, {"active_params", pc.active},
                          {"layers", m.num_layers}, {"hidden", m.hidden}, {"heads", m.num_heads},
                          {"kv_heads", m.num_kv_heads}, {"ffn", m.ffn}, {"vocab", m.vocab},
-                         {"max_seq_len", m.max_seq_len}, {"experts", m.moe.num_experts}, {"source", m.source}});
+                         {"max_seq_len", m.max_seq_len}, {"experts", m.moe.num_experts}, {"source", m.source},
+                         {"shadows", shadows_json(presets, PresetKind::Model, m.id)}});
         }
         out << j.dump(2) << '\n';
         return 0;
@@ -52,6 +59,8 @@ int run_models(const ListOptions& o, std::ostream& out, std::ostream& err) {
     for (const auto& m : *models) {
         const ParamCounts pc = count_params(m);
         std::string notes = m.is_moe() ? fmt::format("MoE {}x top-{}, {} active", m.moe.num_experts, m.moe.top_k, count(pc.active)) : "";
+        if (const std::string hidden = presets.shadowed(PresetKind::Model, m.id); !hidden.empty())
+            notes += (notes.empty() ? "" : "; ") + std::string("user preset, shadows ") + hidden;
         out << fmt::format("{:<22} {:>10} {:>6} {:>7} {:>9} {:>7} {:>8} {:>8}  {}\n", m.id, count(pc.total), m.num_layers,
                            m.hidden, fmt::format("{}/{}", m.num_heads, m.num_kv_heads), m.is_moe() ? m.moe.expert_ffn : m.ffn,
                            m.vocab, m.max_seq_len, notes);
@@ -62,7 +71,7 @@ int run_models(const ListOptions& o, std::ostream& out, std::ostream& err) {
 }
 
 int run_gpus(const ListOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.preset_dirs);
+    FilePresets presets = command_presets(o.preset_dirs, err);
     auto gpus = parse_all<GpuSpec>(presets, PresetKind::Gpu, parse_gpu_toml);
     if (!gpus) return report_error(gpus.error(), err);
     if (o.json) {
@@ -71,25 +80,27 @@ int run_gpus(const ListOptions& o, std::ostream& out, std::ostream& err) {
             j.push_back({{"id", g.id}, {"name", g.name}, {"capacity_bytes", g.capacity_bytes},
                          {"memory_bandwidth_bytes_per_s", g.memory_bandwidth_Bps}, {"bf16_flops", g.peak_flops(NumericFormat::BF16)},
                          {"fp8_flops", g.fp8_flops}, {"tdp_w", g.tdp_w}, {"nvlink", g.nvlink}, {"p2p", g.p2p},
-                         {"price_usd", g.price_usd}, {"source", g.source}});
+                         {"price_usd", g.price_usd}, {"source", g.source}, {"shadows", shadows_json(presets, PresetKind::Gpu, g.id)}});
         out << j.dump(2) << '\n';
         return 0;
     }
     out << fmt::format("{:<16} {:<40} {:>8} {:>9} {:>10} {:>9} {:>6}  {}\n", "preset", "name", "memory", "HBM TB/s",
                        "bf16 TF/s", "fp8 TF/s", "TDP W", "GPU-GPU");
     for (const auto& g : *gpus) {
-        out << fmt::format("{:<16} {:<40} {:>6.1f}Gi {:>9.2f} {:>10.1f} {:>9} {:>6.0f}  {}\n", g.id, g.name,
+        const std::string hidden = presets.shadowed(PresetKind::Gpu, g.id);
+        out << fmt::format("{:<16} {:<40} {:>6.1f}Gi {:>9.2f} {:>10.1f} {:>9} {:>6.0f}  {}{}\n", g.id, g.name,
                            g.capacity_bytes / units::GiB, g.memory_bandwidth_Bps / units::TB,
                            g.peak_flops(NumericFormat::BF16) / units::TFLOPS,
                            g.fp8_flops > 0 ? fmt::format("{:.0f}", g.fp8_flops / units::TFLOPS) : "-", g.tdp_w,
-                           !g.nvlink.empty() ? g.nvlink : g.p2p ? "PCIe P2P" : "PCIe via host");
+                           !g.nvlink.empty() ? g.nvlink : g.p2p ? "PCIe P2P" : "PCIe via host",
+                           hidden.empty() ? "" : "  (user preset, shadows " + hidden + ")");
     }
     out << fmt::format("{} GPUs. bf16 = dense tensor rate with fp32 accumulate.\n", gpus->size());
     return 0;
 }
 
 int run_links(const ListOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.preset_dirs);
+    FilePresets presets = command_presets(o.preset_dirs, err);
     auto links = parse_all<LinkSpec>(presets, PresetKind::Link, parse_link_toml);
     if (!links) return report_error(links.error(), err);
     if (o.json) {
@@ -109,7 +120,7 @@ int run_links(const ListOptions& o, std::ostream& out, std::ostream& err) {
 }
 
 int run_nodes(const ListOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.preset_dirs);
+    FilePresets presets = command_presets(o.preset_dirs, err);
     auto nodes = parse_all<NodeSpec>(presets, PresetKind::Node, parse_node_toml);
     if (!nodes) return report_error(nodes.error(), err);
     if (o.json) {

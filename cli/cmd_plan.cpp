@@ -56,7 +56,7 @@ nlohmann::json candidate_json(const PlanCandidate& c) {
 }  // namespace
 
 int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.sim.scenario.preset_dirs);
+    FilePresets presets = command_presets(o.sim.scenario.preset_dirs, err);
     std::int64_t global_batch = 0;
     auto sc = simulate_scenario(o.sim, presets, &global_batch);
     if (!sc) return report_error(sc.error(), err);

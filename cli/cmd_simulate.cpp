@@ -77,7 +77,7 @@ Result<Scenario> simulate_scenario(const SimulateOptions& o, FilePresets& preset
 }
 
 int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.scenario.preset_dirs);
+    FilePresets presets = command_presets(o.scenario.preset_dirs, err);
     auto sc = simulate_scenario(o, presets);
     if (!sc) return report_error(sc.error(), err);
     // README / design exit codes: 0 fits, 1 does not fit, 2 bad input.

@@ -25,12 +25,12 @@ void setup_size(CLI::App& app, SizeOptions& o) {
     add_option_field(app, "amortization_years", o.amortize, g);
     add_option_field(app, "max_gpus", o.max_gpus, g)->description("Largest GPU count to consider (default 16384)");
     app.add_option("--threads", o.threads, "Worker threads for the layout search (default: all cores)")->group(g);
-    app.add_option("-o,--output", o.output, "Write the report here (.md, .html, .json, .csv or .pdf); default Markdown to stdout");
+    app.add_option("-o,--output", o.output, "Write the report here (.md, .html, .json, .csv or .pdf; - for stdout); default Markdown to stdout. Only a regular file is replaced, keeping its permissions");
     app.add_option("--format", o.format, "md | html | json | csv | pdf (default from the output name, else md; pdf prints the HTML with headless Chromium)");
 }
 
 int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.scenario.preset_dirs);
+    FilePresets presets = command_presets(o.scenario.preset_dirs, err);
     std::vector<Diagnostic> errs;
     SizingGoal goal;
     ScenarioFlags flags = o.scenario;
@@ -79,17 +79,20 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
     }
     if (format != "md" && format != "html" && format != "json" && format != "csv" && format != "pdf")
         errs.push_back({"", 0, 0, "--format", "--format = \"" + format + "\" is not one of: md, html, json, csv, pdf"});
-    if (format == "pdf" && o.output.empty())
+    if (format == "pdf" && (o.output.empty() || o.output == "-"))
         errs.push_back({"", 0, 0, "--format", "--format pdf needs -o FILE.pdf"});
     if (!errs.empty()) return report_error(Error(errs), err);
 
-    if (candidates.empty()) candidates = priced_gpu_candidates(presets, goal);
+    // A preset that fails to parse is bad input, not a candidate fewer.
+    std::vector<Diagnostic> invalid;
+    if (candidates.empty()) candidates = priced_gpu_candidates(presets, goal, &invalid);
     std::vector<ClusterSpec> clusters;
     for (const auto& id : candidates) {
-        auto c = sizing_candidate_cluster(presets, id);
+        auto c = sizing_candidate_cluster(presets, id, &invalid);
         if (!c) return report_error(c.error(), err);
         clusters.push_back(*c);
     }
+    if (!invalid.empty()) return report_error(Error(invalid), err);
     // The base scenario: model and training setup (the GPU is chosen per candidate).
     if (!flags.has("gpu") && !candidates.empty()) flags.values["gpu"] = candidates.front();
     std::int64_t global_batch = 0;
@@ -114,7 +117,7 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
         return rep.recommended >= 0 ? 0 : 1;
     }
     const std::string text = format == "html" ? report_html(rep) : format == "json" ? report_json(rep) : format == "csv" ? report_csv(rep) : report_markdown(rep);
-    if (o.output.empty()) {
+    if (o.output.empty() || o.output == "-") {
         out << text;
     } else {
         std::string why;

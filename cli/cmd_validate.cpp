@@ -62,7 +62,7 @@ void group_table(std::ostream& out, const char* title, const std::vector<Validat
 }  // namespace
 
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err) {
-    FilePresets presets(o.preset_dirs);
+    FilePresets presets = command_presets(o.preset_dirs, err);
     std::vector<std::string> files;
     if (o.case_files.empty()) {
         files = packaged_case_files(presets);

@@ -88,6 +88,12 @@ struct ValidateOptions {
 void setup_validate(CLI::App& app, ValidateOptions& o);
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err);
 
+// The presets a command reads; a user preset shadowing a shipped one, or a
+// preset file that cannot be read, is noted on `err` once.
+inline FilePresets command_presets(const std::vector<std::string>& dirs, std::ostream& err) {
+    return FilePresets(dirs, [&err](const std::string& note) { err << note << '\n'; });
+}
+
 // Prints diagnostics and returns exit code 2.
 int report_error(const Error& e, std::ostream& err);
 

@@ -1,6 +1,8 @@
 #include "scenario_flags.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
+#include <set>
 
 namespace trainplan::cli {
 
@@ -89,7 +91,26 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
         merged.global_batch.reset();
         if (*deferred_global_batch > 0) merged.grad_accum.reset();
     }
-    return resolve_scenario(merged, presets);
+    auto resolved = resolve_scenario(merged, presets);
+    if (resolved) return resolved;
+    // Every error says where to change it. What no flag set was left to the
+    // scenario file (a missing model or GPU, a default that does not fit the
+    // rest): the error names that file; without one, a default is named as such
+    // with the flag that sets it.
+    Error e = resolved.error();
+    for (Diagnostic& d : e.diagnostics) {
+        std::string key = d.key.rfind("--", 0) == 0 ? d.key.substr(2) : d.key;
+        std::replace(key.begin(), key.end(), '-', '_');
+        if (!d.file.empty() || key.empty() || from_flags.count(key)) continue;
+        if (!f.scenario_file.empty()) {
+            d.file = f.scenario_file;
+            continue;
+        }
+        std::string flag = key == "optimizer_offload" ? "--offload-optimizer" : key == "param_offload" ? "--offload-params" : "--" + key;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        if (key != "model" && d.message.find(flag) == std::string::npos) d.message += " (the default; " + flag + " sets it)";
+    }
+    return e;
 }
 
 CLI::Option* add_option_field(CLI::App& app, const char* key, std::optional<double>& out, const char* group) {

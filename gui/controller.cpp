@@ -1,5 +1,6 @@
 #include "controller.hpp"
 
+#include <QBuffer>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QImage>
@@ -127,7 +128,7 @@ bool Controller::saveScenario(const QString& path, QString* error) const {
     return true;
 }
 
-SizingReport Controller::sizingReport(double tokens, double deadline_days) {
+SizingReport Controller::sizingReport(double tokens, double deadline_days, std::vector<Diagnostic>* invalid) {
     SizingGoal goal;
     goal.tokens = tokens;
     goal.deadline_s = deadline_days * 86400;
@@ -138,9 +139,9 @@ SizingReport Controller::sizingReport(double tokens, double deadline_days) {
     // The cluster being edited first, then every priced GPU preset in its usual
     // node, as `trainplan size` compares them.
     std::vector<ClusterSpec> candidates{scenario_.cluster};
-    for (const auto& id : app::priced_gpu_candidates(presets_, goal)) {
+    for (const auto& id : app::priced_gpu_candidates(presets_, goal, invalid)) {
         if (id == scenario_.cluster.gpu.id) continue;
-        if (auto c = app::sizing_candidate_cluster(presets_, id)) candidates.push_back(*c);
+        if (auto c = app::sizing_candidate_cluster(presets_, id, invalid)) candidates.push_back(*c);
     }
     return size_hardware(scenario_, scenario_.setup.global_batch(), candidates, goal);
 }
@@ -150,7 +151,14 @@ bool Controller::exportReport(const QString& path, double tokens, double deadlin
         if (error) *error = "the scenario is not valid: " + errors_;
         return false;
     }
-    const std::string html = app::report_html(sizingReport(tokens, deadline_days));
+    // A preset file that does not parse is reported, not left out of the comparison silently.
+    std::vector<Diagnostic> invalid;
+    const SizingReport report = sizingReport(tokens, deadline_days, &invalid);
+    if (!invalid.empty()) {
+        if (error) *error = QString::fromStdString(Error(invalid).message());
+        return false;
+    }
+    const std::string html = app::report_html(report);
     std::string why;
     if (!path.endsWith(".pdf", Qt::CaseInsensitive)) {
         if (!app::write_file_atomically(path.toStdString(), html, why)) {
@@ -176,16 +184,24 @@ bool Controller::exportReport(const QString& path, double tokens, double deadlin
         doc_html.replace(m.captured(0), QString("<img src=\"%1\" width=\"%2\">").arg(name).arg(renderer.defaultSize().width()));
     }
     doc.setHtml(doc_html);
-    const QString tmp = path + ".tmp";
+    // Printed in memory, then written like every other output (random O_EXCL |
+    // O_NOFOLLOW temporary, permissions kept, only a regular file replaced):
+    // never through a predictable "PATH.tmp" another user could plant a link at.
+    QByteArray bytes;
     {
-        QPdfWriter pdf(tmp);
+        QBuffer buffer(&bytes);
+        buffer.open(QIODevice::WriteOnly);
+        QPdfWriter pdf(&buffer);
         pdf.setPageSize(QPageSize(QPageSize::A4));
         pdf.setResolution(150);
         doc.print(&pdf);
     }
-    if (!QFile::exists(tmp) || std::rename(tmp.toStdString().c_str(), path.toStdString().c_str()) != 0) {
-        QFile::remove(tmp);
+    if (bytes.isEmpty()) {
         if (error) *error = path + ": cannot write the PDF";
+        return false;
+    }
+    if (!app::write_file_atomically(path.toStdString(), std::string(bytes.constData(), static_cast<size_t>(bytes.size())), why)) {
+        if (error) *error = QString::fromStdString(why);
         return false;
     }
     return true;

@@ -74,7 +74,8 @@ public:
     bool saveScenario(const QString& path, QString* error) const;
     // The sizing report for a token budget and deadline: the edited cluster (with the
     // rent/price entered) against every priced GPU preset. Needs valid().
-    SizingReport sizingReport(double tokens, double deadline_days);
+    // `invalid`: diagnostics of preset files that exist but do not parse (left out).
+    SizingReport sizingReport(double tokens, double deadline_days, std::vector<Diagnostic>* invalid = nullptr);
     bool exportReport(const QString& path, double tokens, double deadline_days, QString* error);
 
     void pin(const QString& label);

@@ -72,3 +72,29 @@ TEST_CASE("fuzz findings: TOML presets and scenarios", "[fuzz]") {
         CHECK_NOTHROW((void)parse_goal_toml(text, name));
     }
 }
+
+TEST_CASE("fuzz findings: nesting past 64 levels is a diagnostic, not a stack overflow", "[fuzz][limits]") {
+    // Issue 16 item 1: "[a.a.a...]" 40,000 levels deep crashed toml++; these
+    // small seeds sit one level past the limit so the fuzzers start at its edge.
+    const std::string expected = "nesting depth 65 exceeds the maximum 64";
+    for (const auto& [name, text] : fixtures("scenario_toml")) {
+        if (name.rfind("deep-", 0) != 0) continue;
+        const auto r = parse_scenario_toml(text, name);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().message() == name + ":1:129: error: " + expected +
+                                         " (tables, dotted keys, arrays and inline tables nested inside each other)");
+    }
+    for (const auto& [name, text] : fixtures("model_toml")) {
+        if (name.rfind("deep-", 0) != 0) continue;
+        const auto r = parse_model_toml(text, name, "m");
+        REQUIRE_FALSE(r);
+        // "x = " then 65 '[': the 65th, at column 4 + 65 = 69, is depth 65.
+        CHECK(r.error().message().find(name + ":1:69: error: " + expected) == 0);
+    }
+    for (const auto& [name, text] : fixtures("hf_config")) {
+        if (name.rfind("deep-", 0) != 0) continue;
+        const auto r = parse_hf_config(text, name, "m");
+        REQUIRE_FALSE(r);
+        CHECK(r.error().message().find(name + ":1:321: error: " + expected) == 0);
+    }
+}

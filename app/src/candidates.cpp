@@ -7,9 +7,17 @@
 
 namespace trainplan::app {
 
+namespace {
+
+void keep(std::vector<Diagnostic>* invalid, const Error& e) {
+    if (invalid) invalid->insert(invalid->end(), e.diagnostics.begin(), e.diagnostics.end());
+}
+
+}  // namespace
+
 // The cluster a candidate GPU comes in: its node preset if one exists (8-GPU
 // boxes preferred), else 8 per node on its own NVLink or PCIe and the default fabric.
-Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& id) {
+Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& id, std::vector<Diagnostic>* invalid) {
     auto g = load_gpu(presets, id, "--candidates");
     if (!g) return g.error();
     ScenarioInput in;
@@ -19,6 +27,7 @@ Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::s
         auto src = presets.find(PresetKind::Node, name);
         if (!src) continue;
         auto n = parse_node_toml(src->text, src->filename, name);
+        if (!n) keep(invalid, n.error());
         if (n && n->gpu == id && (!in.node || n->gpus_per_node == 8)) in.node = name;
     }
     in.gpus = in.node ? std::optional<int>() : std::optional<int>(8);
@@ -32,23 +41,27 @@ Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::s
     return c;
 }
 
-std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal) {
+std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal, std::vector<Diagnostic>* invalid) {
     std::vector<std::string> ids;
     for (const auto& name : presets.names(PresetKind::Gpu)) {
         auto src = presets.find(PresetKind::Gpu, name);
         if (!src) continue;
         auto g = parse_gpu_toml(src->text, src->filename, name);
+        if (!g) keep(invalid, g.error());
         if (g && (g->price_usd > 0 || goal.price_usd_per_gpu.count(name) || goal.rent_usd_per_gpu_hour.count(name)))
             ids.push_back(name);
     }
     return ids;
 }
 
-AdviceContext advice_context(PresetLookup& presets, const Scenario& s) {
+AdviceContext advice_context(PresetLookup& presets, const Scenario& s, std::vector<Diagnostic>* invalid) {
     AdviceContext ctx;
+    // A preset that is absent is no alternative; one that exists and fails to parse is reported.
     auto link = [&](const std::string& id) -> std::optional<LinkSpec> {
+        if (!presets.find(PresetKind::Link, id)) return std::nullopt;
         auto l = load_link(presets, id, "link");
         if (l) return *l;
+        keep(invalid, l.error());
         return std::nullopt;
     };
     // Links this GPU can use: its own NVLink, and PCIe at full width (with P2P
@@ -67,8 +80,12 @@ AdviceContext advice_context(PresetLookup& presets, const Scenario& s) {
     std::vector<std::string> alts = {"a100-sxm-80gb", "h100-sxm"};
     if (g.consumer || g.memory_gb_marketed <= 48) alts.insert(alts.begin(), {"rtx-3090", "rtx-a6000"});
     for (const auto& id : alts) {
+        if (!presets.find(PresetKind::Gpu, id)) continue;
         auto gg = load_gpu(presets, id, "gpu");
-        if (!gg) continue;
+        if (!gg) {
+            keep(invalid, gg.error());
+            continue;
+        }
         std::optional<LinkSpec> l = gg->nvlink.empty() ? link("pcie4-x16") : link(gg->nvlink);
         if (gg->id == "a100-sxm-80gb") l = link("nvswitch-a100");
         if (gg->id == "h100-sxm") l = link("nvswitch-h100");

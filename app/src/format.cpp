@@ -7,6 +7,41 @@
 
 namespace trainplan::app {
 
+std::string printable(std::string_view text, bool keep_lines) {
+    std::string o;
+    o.reserve(text.size());
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    const size_t n = text.size();
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = p[i];
+        if (c < 0x80) {
+            if (c >= 0x20 && c != 0x7f) o += static_cast<char>(c);
+            else if ((c == '\n' || c == '\t') && keep_lines) o += static_cast<char>(c);
+            else if (c == '\n') o += "\\n";
+            else if (c == '\t') o += "\\t";
+            else if (c == '\r') o += "\\r";
+            else o += fmt::format("\\x{:02x}", c);
+            ++i;
+            continue;
+        }
+        // A well-formed UTF-8 sequence (no overlongs, surrogates or > U+10FFFF).
+        const int len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+        bool ok = len > 0 && i + static_cast<size_t>(len) <= n;
+        for (int k = 1; ok && k < len; ++k) ok = (p[i + static_cast<size_t>(k)] & 0xC0) == 0x80;
+        if (ok && len == 3) ok = !(c == 0xE0 && p[i + 1] < 0xA0) && !(c == 0xED && p[i + 1] >= 0xA0);
+        if (ok && len == 4) ok = !(c == 0xF0 && p[i + 1] < 0x90) && !(c == 0xF4 && p[i + 1] >= 0x90);
+        if (!ok) {
+            o += fmt::format("\\x{:02x}", c);
+            ++i;
+            continue;
+        }
+        if (len == 2 && c == 0xC2 && p[i + 1] < 0xA0) o += fmt::format("\\u{:04x}", p[i + 1]);  // C1 controls (CSI is U+009B)
+        else o.append(text.substr(i, static_cast<size_t>(len)));
+        i += static_cast<size_t>(len);
+    }
+    return o;
+}
+
 std::string gb(double bytes) {
     const double v = bytes / units::GB;
     if (std::abs(v) >= 1000) return fmt::format("{:.0f} GB", v);

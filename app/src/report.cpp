@@ -2,16 +2,26 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "trainplan/app/format.hpp"
+#include "trainplan/app/presets.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan::app {
@@ -258,84 +268,235 @@ std::string report_csv(const SizingReport& r) {
 
 namespace {
 
-// The temporary name next to `path` (same directory, so rename is atomic); empty
-// with a reason when the directory does not exist.
-std::string temporary_for(const std::string& path, std::string& why) {
-    namespace fs = std::filesystem;
-    const fs::path target(path);
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) {
-        why = path + ": directory " + dir.string() + " does not exist";
-        return {};
-    }
-    return (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
-}
+namespace fs = std::filesystem;
 
-// Moves the finished temporary into place (or removes it).
-bool commit_temporary(const std::string& tmp, const std::string& path, std::string& why) {
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        why = path + ": cannot replace the file: " + std::strerror(errno);
-        std::remove(tmp.c_str());
+// What may be replaced: nothing yet (the new file gets 0666 less the umask) or a
+// regular file (its permission bits are kept). Anything else is refused, so a
+// device, FIFO, directory or symbolic link is never written through or replaced.
+bool check_target(const std::string& path, mode_t& mode, std::string& why) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+        if (errno != ENOENT) {
+            why = path + ": " + std::strerror(errno);
+            return false;
+        }
+        const mode_t mask = ::umask(0);
+        ::umask(mask);
+        mode = 0666 & ~mask;
+        return true;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        why = path + ": is " + file_type_name(st.st_mode) + "; refusing to replace anything but a regular file (-o - writes to standard output)";
         return false;
     }
+    mode = st.st_mode & 07777;
     return true;
+}
+
+// A new file in `dir` with an unpredictable name, created O_CREAT | O_EXCL |
+// O_NOFOLLOW (mkstemp's guarantees: never an existing file, never through a
+// planted symbolic link), mode 0600 until it is complete.
+int create_temporary(const fs::path& dir, const std::string& stem, std::string& tmp, std::string& why) {
+    static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    std::random_device rd;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        std::string suffix;
+        for (int i = 0; i < 12; ++i) suffix += kChars[rd() % (sizeof kChars - 1)];
+        tmp = (dir / ("." + stem + ".tmp-" + suffix)).string();
+        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) return fd;
+        if (errno != EEXIST) {
+            why = std::strerror(errno);
+            return -1;
+        }
+    }
+    why = "no unused temporary name";
+    return -1;
+}
+
+bool write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        const ssize_t n = ::write(fd, data.data(), data.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+}
+
+// Percent-encodes a path for a file:// URL.
+std::string file_url(const std::string& path) {
+    std::string u = "file://";
+    for (unsigned char c : path) {
+        if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') u += static_cast<char>(c);
+        else u += fmt::format("%{:02X}", c);
+    }
+    return u;
+}
+
+// The browser that prints PDFs: $TRAINPLAN_CHROMIUM if set, else the first
+// chromium, chromium-browser or google-chrome on PATH. Empty when none.
+std::string find_browser() {
+    auto executable = [](const std::string& p) {
+        struct stat st {};
+        return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+    };
+    if (const char* b = std::getenv("TRAINPLAN_CHROMIUM"); b && *b) {
+        const std::string named(b);
+        if (named.find('/') != std::string::npos) return executable(named) ? named : std::string();
+    }
+    std::vector<std::string> names = {"chromium", "chromium-browser", "google-chrome"};
+    if (const char* b = std::getenv("TRAINPLAN_CHROMIUM"); b && *b) names = {b};
+    const char* path_env = std::getenv("PATH");
+    const std::string path_list = path_env && *path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+    for (const auto& name : names) {
+        size_t start = 0;
+        while (start <= path_list.size()) {
+            const size_t end = std::min(path_list.find(':', start), path_list.size());
+            const std::string dir = path_list.substr(start, end - start);
+            start = end + 1;
+            if (dir.empty() || dir[0] != '/') continue;  // never the current directory
+            const std::string candidate = dir + "/" + name;
+            if (executable(candidate)) return candidate;
+        }
+    }
+    return {};
+}
+
+// Runs argv[0] with exactly these arguments and environment (no shell), its
+// input and output on /dev/null; exit status, or -1 after `timeout_s`.
+int run_program(const std::vector<std::string>& args, const std::vector<std::string>& env, int timeout_s, std::string& why) {
+    std::vector<char*> argv, envp;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    const int rc = ::posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        why = std::string("cannot start ") + args[0] + ": " + std::strerror(rc);
+        return -1;
+    }
+    int status = 0;
+    for (int waited_ms = 0;; waited_ms += 20) {
+        const pid_t w = ::waitpid(pid, &status, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) {
+            why = std::string("waiting for ") + args[0] + ": " + std::strerror(errno);
+            return -1;
+        }
+        if (waited_ms >= timeout_s * 1000) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            why = args[0] + " did not finish within " + std::to_string(timeout_s) + " s";
+            return -1;
+        }
+        ::usleep(20000);
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    why = args[0] + " was killed by signal " + std::to_string(WTERMSIG(status));
+    return -1;
 }
 
 }  // namespace
 
 bool write_file_atomically(const std::string& path, const std::string& text, std::string& why) {
-    const std::string tmp = temporary_for(path, why);
-    if (tmp.empty()) return false;
-    const std::string dir = std::filesystem::path(tmp).parent_path().string();
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) {
-            why = path + ": cannot write in " + dir + ": " + std::strerror(errno);
-            return false;
-        }
-        out << text;
-        out.flush();
-        if (!out) {
-            why = path + ": write failed: " + std::strerror(errno);
-            out.close();
-            std::remove(tmp.c_str());
-            return false;
-        }
+    if (path.empty() || path == "-") {
+        why = (path.empty() ? std::string("(empty name)") : path) + ": not a file name (- means standard output, which the caller writes)";
+        return false;
     }
-    return commit_temporary(tmp, path, why);
+    const fs::path target(path);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+        why = path + ": directory " + dir.string() + " does not exist";
+        return false;
+    }
+    mode_t mode = 0644;
+    if (!check_target(path, mode, why)) return false;
+    std::string tmp;
+    const int fd = create_temporary(dir, target.filename().string(), tmp, why);
+    if (fd < 0) {
+        why = path + ": cannot write in " + dir.string() + ": " + why;
+        return false;
+    }
+    bool ok = write_all(fd, text);
+    if (!ok) why = path + ": write failed: " + std::strerror(errno);
+    if (ok && ::fchmod(fd, mode) != 0) {
+        why = path + ": cannot set permissions: " + std::strerror(errno);
+        ok = false;
+    }
+    if (ok && ::fsync(fd) != 0) {
+        why = path + ": write failed: " + std::strerror(errno);
+        ok = false;
+    }
+    if (::close(fd) != 0 && ok) {
+        why = path + ": write failed: " + std::strerror(errno);
+        ok = false;
+    }
+    if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
+        why = path + ": cannot replace the file: " + std::strerror(errno);
+        ok = false;
+    }
+    if (!ok) ::unlink(tmp.c_str());
+    return ok;
 }
 
 bool write_pdf_atomically(const std::string& path, const std::string& html, std::string& why) {
-    namespace fs = std::filesystem;
-    std::string chromium;
-    for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
-        const std::string probe = std::string("command -v ") + name + " >/dev/null 2>&1";
-        if (std::system(probe.c_str()) == 0) { chromium = name; break; }
-    }
-    if (chromium.empty()) {
-        why = path + ": PDF output needs a headless Chromium on PATH (Debian: apt install chromium); write .html and print it, or use the GUI";
+    mode_t mode = 0644;
+    if (path.empty() || path == "-") {
+        why = "PDF output needs a file name (-o FILE.pdf)";
         return false;
     }
-    const std::string tmp_pdf = temporary_for(path, why);
-    if (tmp_pdf.empty()) return false;
+    if (!check_target(path, mode, why)) return false;
+    const std::string browser = find_browser();
+    if (browser.empty()) {
+        why = path + ": PDF output needs a headless Chromium on PATH (Debian: apt install chromium; or set TRAINPLAN_CHROMIUM); "
+                     "write .html and print it, or use the GUI";
+        return false;
+    }
+    // A private working directory (mkdtemp: 0700, unpredictable name) for the
+    // HTML, the browser profile and the PDF it prints.
     std::error_code ec;
-    const fs::path work = fs::temp_directory_path() / ("trainplan-pdf-" + std::to_string(::getpid()));
-    fs::create_directories(work, ec);
-    const fs::path html_file = work / "report.html";
-    if (!write_file_atomically(html_file.string(), html, why)) return false;
-    const std::string cmd = chromium + " --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking "
-                            "--disable-component-update --disable-sync --user-data-dir='" + (work / "profile").string() +
-                            "' --no-pdf-header-footer --print-to-pdf='" + tmp_pdf + "' 'file://" + fs::absolute(html_file).string() +
-                            "' >/dev/null 2>&1";
-    const int rc = std::system(cmd.c_str());
-    fs::remove_all(work, ec);
-    if (rc != 0 || !fs::exists(tmp_pdf, ec) || fs::file_size(tmp_pdf, ec) == 0) {
-        std::remove(tmp_pdf.c_str());
-        why = path + ": " + chromium + " could not print the report to PDF";
+    std::string work = (fs::temp_directory_path(ec) / "trainplan-pdf-XXXXXX").string();
+    if (ec || ::mkdtemp(work.data()) == nullptr) {
+        why = path + ": cannot create a temporary directory: " + std::strerror(errno);
         return false;
     }
-    return commit_temporary(tmp_pdf, path, why);
+    const std::string html_file = work + "/report.html", pdf_file = work + "/report.pdf";
+    bool ok = write_file_atomically(html_file, html, why);
+    if (ok) {
+        const std::vector<std::string> args = {browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                                               "--user-data-dir=" + work + "/profile", "--no-pdf-header-footer",
+                                               "--print-to-pdf=" + pdf_file, file_url(html_file)};
+        // A fixed environment: nothing of the caller's (LD_PRELOAD, proxies, ...) reaches the browser.
+        const std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work, "TMPDIR=" + work, "LANG=C.UTF-8"};
+        std::string run_why;
+        const int rc = run_program(args, env, 120, run_why);
+        std::string pdf;
+        if (rc == 0) {
+            std::ifstream in(pdf_file, std::ios::binary);
+            std::ostringstream ss;
+            ss << in.rdbuf();
+            pdf = ss.str();
+        }
+        if (rc != 0 || pdf.rfind("%PDF-", 0) != 0) {
+            why = path + ": " + browser + " could not print the report to PDF" +
+                  (!run_why.empty() ? " (" + run_why + ")" : rc > 0 ? " (exit status " + std::to_string(rc) + ")" : "");
+            ok = false;
+        } else {
+            ok = write_file_atomically(path, pdf, why);
+        }
+    }
+    fs::remove_all(work, ec);
+    return ok;
 }
 
 }  // namespace trainplan::app

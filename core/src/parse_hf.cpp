@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "trainplan/input_limits.hpp"
 #include "trainplan/io.hpp"
 
 namespace trainplan {
@@ -99,6 +100,7 @@ Result<ModelSpec> parse_hf_config(std::string_view text, const std::string& file
 namespace {
 
 Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string& filename, const std::string& id) {
+    if (auto too_big = check_input_limits(text, filename, InputFormat::Json)) return *too_big;
     json j;
     try {
         j = json::parse(text.begin(), text.end());

@@ -305,7 +305,12 @@ void read_model_section(TomlReader& r, const std::string& filename, ScenarioInpu
     if ((preset ? 1 : 0) + (file ? 1 : 0) + (inline_keys ? 1 : 0) > 1)
         r.error(preset ? "preset" : "file", "[model] takes one of: preset, file, or inline architecture keys");
     if (preset) { in.model = *preset; in.origin["model"] = r.origin("preset"); }
-    if (file) { in.model = *file; in.origin["model"] = r.origin("file"); }
+    if (file) {
+        // A relative path is relative to the scenario file, not the current directory.
+        const size_t slash = filename.find_last_of('/');
+        in.model = file->empty() || (*file)[0] == '/' || slash == std::string::npos ? *file : filename.substr(0, slash + 1) + *file;
+        in.origin["model"] = r.origin("file");
+    }
     if (inline_keys) {
         ModelSpec m;
         m.id = filename + " [model]";
@@ -512,6 +517,18 @@ struct Resolver {
         }
     }
 
+    // A name read from a preset (the node's GPU and links, the GPU's NVLink) that
+    // does not resolve is an error in that preset's file.
+    template <class R>
+    R named_in(R result, bool from_preset, PresetKind kind, const std::string& preset) {
+        if (result || !from_preset) return result;
+        Error e = result.error();
+        if (auto src = lookup.find(kind, preset))
+            for (Diagnostic& d : e.diagnostics)
+                if (d.file.empty()) d.file = src->filename;
+        return R(e);
+    }
+
     // A node preset supplies defaults for GPU, links and NICs.
     void hardware() {
         if (in.node) {
@@ -522,7 +539,7 @@ struct Resolver {
         if (gpu_name.empty()) {
             errs.push_back({"", 0, 0, "gpu", "no GPU given (e.g. --gpu rtx-4090; 'trainplan gpus' lists presets)"});
         } else {
-            auto g = take(load_gpu(lookup, gpu_name, "gpu"));
+            auto g = take(named_in(load_gpu(lookup, gpu_name, "gpu"), !in.gpu && node, PresetKind::Node, in.node.value_or("")));
             if (g) s.cluster.gpu = *g;
         }
         s.cluster.num_gpus = static_cast<int>(in.gpus.value_or(1));
@@ -534,6 +551,7 @@ struct Resolver {
 
     void links() {
         std::string intra = in.intra_node ? *in.intra_node : node ? node->intra_node : "";
+        const bool intra_from_node = !in.intra_node && !intra.empty(), intra_from_gpu = !in.intra_node && intra.empty();
         if (intra.empty() && !s.cluster.gpu.id.empty()) {
             // Default: the GPU's own NVLink if it has one, else PCIe of its generation.
             if (!s.cluster.gpu.nvlink.empty()) intra = s.cluster.gpu.nvlink;
@@ -543,14 +561,16 @@ struct Resolver {
             }
         }
         if (!intra.empty()) {
-            auto l = take(load_link(lookup, intra, "intra_node"));
+            auto l = take(named_in(named_in(load_link(lookup, intra, "intra_node"), intra_from_node, PresetKind::Node, in.node.value_or("")),
+                                   intra_from_gpu, PresetKind::Gpu, s.cluster.gpu.id));
             if (l) s.cluster.intra_node = *l;
         }
         // Default fabric between nodes: policy data (data/defaults.toml [inter_node]).
         const std::string default_inter = default_inter_node_link_id(s.cluster.gpu);
         const std::string inter = in.inter_node ? *in.inter_node : node && !node->inter_node.empty() ? node->inter_node : default_inter;
         if (s.cluster.num_gpus > s.cluster.gpus_per_node || in.inter_node) {
-            auto l = take(load_link(lookup, inter, "inter_node"));
+            auto l = take(named_in(load_link(lookup, inter, "inter_node"), !in.inter_node && node && !node->inter_node.empty(),
+                                   PresetKind::Node, in.node.value_or("")));
             if (l) s.cluster.inter_node = *l;
         }
     }

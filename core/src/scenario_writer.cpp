@@ -9,21 +9,26 @@ namespace trainplan {
 
 namespace {
 
+// A TOML basic string: quote, backslash and every control character escaped
+// (TOML 1.0 forbids U+0000-U+001F and U+007F raw in basic strings), so anything
+// written reads back as the same text.
 std::string quoted(const std::string& v) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
     std::string o = "\"";
-    for (char c : v) {
-        const auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') o += '\\';
-        if (c == '\n') { o += "\\n"; continue; }
-        if (u < 0x20 || u == 0x7f) {
-            // TOML basic strings take no raw control characters.
-            static const char* hex = "0123456789ABCDEF";
-            o += "\\u00";
-            o += hex[u >> 4];
-            o += hex[u & 15];
-            continue;
+    for (char ch : v) {
+        const auto c = static_cast<unsigned char>(ch);
+        switch (c) {
+            case '"': o += "\\\""; break;
+            case '\\': o += "\\\\"; break;
+            case '\b': o += "\\b"; break;
+            case '\t': o += "\\t"; break;
+            case '\n': o += "\\n"; break;
+            case '\f': o += "\\f"; break;
+            case '\r': o += "\\r"; break;
+            default:
+                if (c < 0x20 || c == 0x7f) o += std::string("\\u00") + kHex[c >> 4] + kHex[c & 15];
+                else o += ch;
         }
-        o += c;
     }
     return o + "\"";
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "trainplan/input_limits.hpp"
 #include "trainplan/io.hpp"
 #include "trainplan/result.hpp"
 
@@ -148,6 +149,7 @@ private:
 
 // Parses a document; on a syntax error returns the diagnostic.
 inline std::optional<Diagnostic> parse_document(std::string_view text, const std::string& filename, toml::table& out) {
+    if (auto too_big = check_input_limits(text, filename, InputFormat::Toml)) return too_big;
     try {
         out = toml::parse(text, filename);
     } catch (const toml::parse_error& e) {

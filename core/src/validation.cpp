@@ -8,6 +8,7 @@
 #include <set>
 
 #include "trainplan/fit.hpp"
+#include "trainplan/input_limits.hpp"
 #include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
 
@@ -260,6 +261,10 @@ void read_scenario(const toml::table& doc, const TextSource& f, ValidationCase& 
 // One case file: its scenario sections (through the scenario parser) and [measured].
 std::optional<ValidationCase> load_case(const TextSource& f, std::vector<Diagnostic>& errs) {
     toml::table doc;
+    if (auto too_big = check_input_limits(f.text, f.filename, InputFormat::Toml)) {
+        errs.push_back(*too_big);
+        return std::nullopt;
+    }
     try {
         doc = toml::parse(f.text, f.filename);
     } catch (const toml::parse_error& e) {

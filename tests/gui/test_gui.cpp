@@ -2,6 +2,7 @@
 // object name and check that what is shown is core's result for the same scenario.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QLabel>
@@ -363,6 +364,51 @@ private slots:
         const QString pdf_path = dir.filePath("report.pdf");
         QVERIFY2(c.exportReport(pdf_path, 1e11, 30, &err), qPrintable(err));
         QFile p(pdf_path);
+        QVERIFY(p.open(QIODevice::ReadOnly));
+        QVERIFY(p.read(5) == "%PDF-");
+    }
+
+    // Issue 16: an invalid GPU preset in a preset folder is reported by the export
+    // (item 5); the PDF never goes through the old predictable "report.pdf.tmp",
+    // where a planted link would have sent it over another file (item 3).
+    void exportReportsInvalidPresetsAndFollowsNoPlantedLink() {
+        QTemporaryDir presets;
+        const QString broken = presets.filePath("hardware/gpu/broken.toml");
+        QVERIFY(QDir().mkpath(presets.filePath("hardware/gpu")));
+        {
+            QFile f(broken);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("name = 5\n");
+        }
+        QTemporaryDir dir;
+        QString err;
+        {
+            Controller c({presets.path().toStdString(), TRAINPLAN_SOURCE_DIR});
+            MainWindow w(&c);
+            child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+            child<QComboBox>(w, "gpuCombo")->setCurrentText("h100-sxm");
+            QVERIFY2(c.valid(), qPrintable(c.errors()));
+            QVERIFY(!c.exportReport(dir.filePath("r.html"), 1e11, 30, &err));
+            QVERIFY2(err.startsWith(broken + ":1:8: error: name = 5 must be a string"), qPrintable(err));
+        }
+        QVERIFY(QFile::remove(broken));
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("h100-sxm");
+        QVERIFY2(c.valid(), qPrintable(c.errors()));
+        const QString victim = dir.filePath("victim.txt");
+        {
+            QFile v(victim);
+            QVERIFY(v.open(QIODevice::WriteOnly));
+            v.write("precious\n");
+        }
+        QVERIFY(QFile::link(victim, dir.filePath("report.pdf.tmp")));
+        QVERIFY2(c.exportReport(dir.filePath("report.pdf"), 1e11, 30, &err), qPrintable(err));
+        QFile v(victim);
+        QVERIFY(v.open(QIODevice::ReadOnly));
+        QCOMPARE(v.readAll(), QByteArray("precious\n"));
+        QFile p(dir.filePath("report.pdf"));
         QVERIFY(p.open(QIODevice::ReadOnly));
         QVERIFY(p.read(5) == "%PDF-");
     }

@@ -13,10 +13,12 @@ namespace trainplan::app {
 // The cluster a sizing candidate GPU comes in (its 8-GPU node preset if there is
 // one, else 8 per node on its own links) and the default candidates: every GPU
 // preset with a price (or a rent/price given in the goal).
-Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& gpu_id);
-std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal);
+// `invalid`: where the diagnostics of preset files that exist but do not parse go
+// (they are left out of the answer; a front end must report them, not drop them).
+Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& gpu_id, std::vector<Diagnostic>* invalid = nullptr);
+std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal, std::vector<Diagnostic>* invalid = nullptr);
 
 // Hardware alternatives advise may propose for a scenario (links the GPU can use, other GPUs).
-AdviceContext advice_context(PresetLookup& presets, const Scenario& s);
+AdviceContext advice_context(PresetLookup& presets, const Scenario& s, std::vector<Diagnostic>* invalid = nullptr);
 
 }  // namespace trainplan::app

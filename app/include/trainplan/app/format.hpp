@@ -5,11 +5,18 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 
 #include "trainplan/fit.hpp"
 #include "trainplan/memory.hpp"
 
 namespace trainplan::app {
+
+// User text made safe for a terminal: control characters (C0, DEL, the C1 range
+// U+0080-U+009F) and bytes that are not UTF-8 become visible escapes ("\n",
+// "\t", "\x1b", "\u009b", "\xff"). With keep_lines, newline and tab pass
+// through (whole documents); otherwise one line of text stays one line.
+std::string printable(std::string_view text, bool keep_lines = false);
 
 // "13.48 GB" (decimal; the unit users compare with vendor figures).
 std::string gb(double bytes);
