@@ -101,13 +101,16 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
     for (Diagnostic& d : e.diagnostics) {
         std::string key = d.key.rfind("--", 0) == 0 ? d.key.substr(2) : d.key;
         std::replace(key.begin(), key.end(), '-', '_');
-        if (!d.file.empty() || key.empty() || from_flags.count(key)) continue;
+        for (const Field& field : scenario_fields())
+            if (d.key == field.flag) key = field.key;
+        if (!d.file.empty() || key.empty() || f.has(key) || (key == "model" && !f.model.empty())) continue;
         if (!f.scenario_file.empty()) {
             d.file = f.scenario_file;
             continue;
         }
-        std::string flag = key == "optimizer_offload" ? "--offload-optimizer" : key == "param_offload" ? "--offload-params" : "--" + key;
+        std::string flag = "--" + key;
         std::replace(flag.begin(), flag.end(), '_', '-');
+        if (const Field* field = field_by_key(key)) flag = field->flag;
         if (key != "model" && d.message.find(flag) == std::string::npos) d.message += " (the default; " + flag + " sets it)";
     }
     return e;
