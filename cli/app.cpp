@@ -92,7 +92,20 @@ std::string unknown_argument_hint(CLI::App& app, const std::vector<std::string>&
     }
     std::string out;
     if (!sub) {
-        if (args[1].empty() || args[1][0] == '-') return {};
+        if (args[1].empty()) return {};
+        if (args[1].rfind("--", 0) == 0) {
+            const std::string flag = args[1].substr(0, args[1].find('='));
+            if (has_long_name(app, flag)) return {};
+            std::vector<std::string> flags;
+            for (const auto* opt : app.get_options())
+                for (const auto& n : opt->get_lnames()) flags.push_back("--" + n);
+            out = "error: unknown flag \"" + flag + "\"";
+            const auto near = closest_names(flag, flags, 3);
+            for (size_t i = 0; i < near.size(); ++i) out += (i ? ", \"" : "; did you mean \"") + near[i] + "\"";
+            if (!near.empty()) out += "?";
+            return out + "\n(run 'trainplan --help' for the commands)\n";
+        }
+        if (args[1][0] == '-') return {};
         out = "error: unknown command \"" + args[1] + "\"";
         const auto near = closest_names(args[1], commands, 3);
         for (size_t i = 0; i < near.size(); ++i) out += (i ? ", \"" : "; did you mean \"") + near[i] + "\"";

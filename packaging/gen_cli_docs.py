@@ -53,7 +53,7 @@ def man(cli, date):
             if o["positional"] or not o["long"] and not o["short"]:
                 continue
             names = ", ".join("\\fB%s\\fR" % roff(n) for n in opt_names(o))
-            arg = " \\fIVALUE\\fR" if o["takes_value"] else ""
+            arg = " \\fI%s\\fR" % (o["type"] if o["type"].isalpha() else "VALUE") if o["takes_value"] else ""
             out += [".TP", names + arg, roff(o["description"] or "")]
     out += [
         ".SH EXIT STATUS",

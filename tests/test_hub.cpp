@@ -94,8 +94,8 @@ TEST_CASE("an unknown hub id says how to get its config.json", "[hub][cli][bad-i
     CHECK(r.out.empty());
     CHECK(r.err ==
           "error: \"meta-llama/Llama-2-14b-hf\" is not a file, not in the local Hugging Face cache (" + empty +
-              "), and not the id of a shipped preset (did you mean \"meta-llama/llama-2-13b-hf\", \"meta-llama/llama-2-70b-hf\", "
-              "\"meta-llama/llama-2-7b-hf\"?). trainplan does not download: fetch its config.json (huggingface-cli download "
+              "), and not the id of a shipped preset (did you mean \"meta-llama/Llama-2-13b-hf\", \"meta-llama/Llama-2-70b-hf\", "
+              "\"meta-llama/Llama-2-7b-hf\"?). trainplan does not download: fetch its config.json (huggingface-cli download "
               "meta-llama/Llama-2-14b-hf config.json, or save https://huggingface.co/meta-llama/Llama-2-14b-hf/resolve/main/config.json) "
               "and pass the file's path, or use a preset ('trainplan models')\n");
     // A path that is not an id shape keeps the file error.

@@ -41,6 +41,7 @@ TEST_CASE("mistyped flags and commands get suggestions", "[suggest][cli]") {
         {{"simulate", "llama-2-7b", "--gpu=rtx-4090", "--micro-bach=2"},
          "error: unknown flag \"--micro-bach\" for 'trainplan simulate'; did you mean \"--micro-batch\"?\n"
          "(run 'trainplan simulate --help' for its flags)\n"},
+        {{"--versoin"}, "error: unknown flag \"--versoin\"; did you mean \"--version\"?\n(run 'trainplan --help' for the commands)\n"},
         {{"fitt", "llama-2-7b"},
          "error: unknown command \"fitt\"; did you mean \"fit\"?\n(run 'trainplan --help' for the commands)\n"},
     }));

@@ -68,7 +68,8 @@ std::optional<std::string> cached_hub_config(const std::string& cache_dir, const
     return std::nullopt;
 }
 
-std::map<std::string, std::string> hub_id_map(const std::vector<std::string>& roots, std::vector<Diagnostic>* errors) {
+std::map<std::string, std::string> hub_id_map(const std::vector<std::string>& roots, std::vector<Diagnostic>* errors,
+                                              std::vector<std::string>* ids) {
     std::map<std::string, std::string> out;
     for (const auto& root : roots) {
         const fs::path file = fs::path(root) / "data" / "hf-ids.toml";
@@ -92,7 +93,7 @@ std::map<std::string, std::string> hub_id_map(const std::vector<std::string>& ro
                                                    std::string(k.str()), "\"" + std::string(k.str()) + "\" must map to a preset name (a string)"});
                     continue;
                 }
-                out.emplace(lower(std::string(k.str())), *preset);  // first root wins
+                if (out.emplace(lower(std::string(k.str())), *preset).second && ids) ids->emplace_back(k.str());  // first root wins
             }
         }
     }
@@ -110,7 +111,8 @@ std::optional<TextSource> FilePresets::hub_model(const std::string& id, std::str
         return src;
     }
 
-    const auto map = hub_id_map(roots());
+    std::vector<std::string> ids;
+    const auto map = hub_id_map(roots(), nullptr, &ids);
     if (auto it = map.find(lower(id)); it != map.end()) {
         if (auto src = find(PresetKind::Model, it->second)) return src;
         why = "Hugging Face id \"" + id + "\" maps to model preset \"" + it->second + "\", which is not installed";
@@ -119,9 +121,7 @@ std::optional<TextSource> FilePresets::hub_model(const std::string& id, std::str
 
     why = "\"" + id + "\" is not a file, not in the local Hugging Face cache (" + (cache.empty() ? std::string("no cache directory") : cache) +
           "), and not the id of a shipped preset";
-    std::vector<std::string> ids;
-    for (const auto& [k, v] : map) ids.push_back(k);
-    if (const auto near = closest_names(lower(id), ids, 3); !near.empty()) {
+    if (const auto near = closest_names(id, ids, 3); !near.empty()) {
         why += " (did you mean ";
         for (size_t i = 0; i < near.size(); ++i) why += (i ? ", \"" : "\"") + near[i] + "\"";
         why += "?)";

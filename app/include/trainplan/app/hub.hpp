@@ -21,8 +21,10 @@ namespace trainplan::app {
 [[nodiscard]] std::optional<std::string> cached_hub_config(const std::string& cache_dir, const std::string& id);
 
 // The id -> preset map from every root's data/hf-ids.toml (earlier roots win; ids
-// compare case-insensitively). Malformed lines of a map are reported in `errors`.
+// compare case-insensitively: the keys are lower case; `ids` receives them as
+// written). Malformed lines of a map are reported in `errors`.
 [[nodiscard]] std::map<std::string, std::string> hub_id_map(const std::vector<std::string>& roots,
-                                                            std::vector<Diagnostic>* errors = nullptr);
+                                                            std::vector<Diagnostic>* errors = nullptr,
+                                                            std::vector<std::string>* ids = nullptr);
 
 }  // namespace trainplan::app
