@@ -81,10 +81,17 @@ class OtherCommandsTest(unittest.TestCase):
         s = trainplan.simulate(model="llama-2-7b", gpu="a100-sxm-80gb", gpus=8)
         self.assertGreater(s["throughput"]["tokens_per_s"], 0)
         p = trainplan.plan(model="llama-2-7b", gpu="a100-sxm-80gb", gpus=8, top=3, threads=1)
-        self.assertIsInstance(p, dict)
+        self.assertEqual(len(p["layouts"]), 3)
+        for layout in p["layouts"]:
+            self.assertEqual(layout["hardware"]["gpus"], 8)
+            self.assertIs(layout["memory"]["fits"], True)
+        # A list becomes a repeated flag: each GPU's rent reaches its own cost
+        # (rent = rate x GPU-hours).
         z = trainplan.size(model="llama-2-7b", tokens=1e9, deadline_days=30, candidates=["rtx-4090", "a100-sxm-80gb"],
                            rent=["rtx-4090=0.5", "a100-sxm-80gb=1.5"], max_gpus=16, threads=1)
-        self.assertIsInstance(z, dict)
+        rates = {c["gpu"]: c["rent_cost_usd"] / c["gpu_hours"] for c in z["candidates"]}
+        self.assertAlmostEqual(rates["rtx-4090"], 0.5)
+        self.assertAlmostEqual(rates["a100-sxm-80gb"], 1.5)
 
     def test_version(self):
         self.assertRegex(trainplan.__version__, r"^\d+\.\d+\.\d+$")
