@@ -7,12 +7,22 @@ writes OUTDIR/trainplan.1, trainplan-gui.1, trainplan.bash, _trainplan (zsh), tr
 """
 import json
 import os
+import re
 import sys
 
 PRESET_DIRS = {  # flags whose values are preset names: directory under share/trainplan
     "--gpu": "hardware/gpu", "--node": "hardware/node", "--intra-node": "hardware/link",
     "--inter-node": "hardware/link", "--candidates": "hardware/gpu",
 }
+
+
+def choices(o):
+    """Values of an enumerated flag, read from its help ("full | lora | qlora (default full)")."""
+    head = (o.get("description") or "").split(" (")[0].split(": ")[-1]
+    words = [w.strip() for w in head.split("|")]
+    if len(words) >= 2 and all(re.fullmatch(r"[a-z0-9][a-z0-9.-]*", w) for w in words):
+        return words
+    return []
 
 
 def roff(text):
@@ -115,9 +125,16 @@ def bash(cli):
         lines.append('        %s) COMPREPLY=($(compgen -W "$(_trainplan_presets %s)" -- "$cur")); return ;;' % (flag, d))
     lines += [
         '        --scenario|--goal|--presets|-o|--output|--case) COMPREPLY=($(compgen -f -- "$cur")); return ;;',
-        "    esac",
-        '    case "$cmd" in',
     ]
+    enums = {}
+    for sub in cli["subcommands"]:
+        for o in sub["options"]:
+            for n in o["long"]:
+                if choices(o):
+                    enums.setdefault("--" + n, choices(o))
+    for flag, words in enums.items():
+        lines.append('        %s) COMPREPLY=($(compgen -W "%s" -- "$cur")); return ;;' % (flag, " ".join(words)))
+    lines += ["    esac", '    case "$cmd" in']
     for s in cli["subcommands"]:
         flags = " ".join(n for o in s["options"] for n in opt_names(o))
         model = any(o["positional"] == "model" for o in s["options"])
@@ -169,6 +186,8 @@ def zsh(cli):
                         act = ":value:{_trainplan_presets %s}" % PRESET_DIRS[n]
                     elif n in ("--scenario", "--goal", "--presets", "-o", "--output", "--case"):
                         act = ":file:_files"
+                    elif choices(o):
+                        act = ":value:(%s)" % " ".join(choices(o))
                     else:
                         act = ":value: "
                 specs.append("'%s[%s]%s'" % (n, desc, act))
@@ -213,6 +232,8 @@ def fish(cli):
                     parts += ["-x -a", "'(__trainplan_presets %s)'" % PRESET_DIRS[flag]]
                 elif flag in ("--scenario", "--goal", "--presets", "--output", "--case"):
                     parts += ["-r -F"]
+                elif choices(o):
+                    parts += ["-x -a", fish_quote(" ".join(choices(o)))]
                 else:
                     parts += ["-x"]
             if o["description"]:

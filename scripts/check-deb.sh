@@ -53,6 +53,9 @@ words=$(bash -c 'source /usr/share/bash-completion/completions/trainplan
 gpus=$(bash -c 'source /usr/share/bash-completion/completions/trainplan
   COMP_WORDS=(trainplan fit llama-2-7b --gpu a100-s); COMP_CWORD=4; _trainplan; printf "%s " "${COMPREPLY[@]}"')
 [ "$gpus" = "a100-sxm-40gb a100-sxm-80gb " ] || fail "bash completion of '--gpu a100-s' gave '$gpus'"
+value=$(bash -c 'source /usr/share/bash-completion/completions/trainplan
+  COMP_WORDS=(trainplan fit llama-2-7b --method ql); COMP_CWORD=4; _trainplan; printf "%s" "${COMPREPLY[@]}"')
+[ "$value" = "qlora" ] || fail "bash completion of '--method ql' gave '$value'"
 [ -f /usr/share/zsh/vendor-completions/_trainplan ] || fail "zsh completion not installed"
 [ -f /usr/share/fish/vendor_completions.d/trainplan.fish ] || fail "fish completion not installed"
 if command -v zsh >/dev/null; then zsh -n /usr/share/zsh/vendor-completions/_trainplan || fail "zsh completion syntax"; fi
