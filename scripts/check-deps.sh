@@ -12,9 +12,15 @@ cache="$build/CMakeCache.txt"
 [ -f "$cache" ] || { echo "check-deps: $cache not found (configure first)" >&2; exit 2; }
 
 mapfile -t listed < <(TRAINPLAN_DEV=1 TRAINPLAN_GUI=1 TRAINPLAN_PYTHON=1 ./scripts/deps.sh --list)
-# What installing the list brings: the Depends/PreDepends closure, no Recommends.
-mapfile -t closure < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-    --no-replaces --no-enhances "${listed[@]}" 2>/dev/null | grep -v '^ ' | sed 's/:.*//' | sort -u)
+# What installing the list brings: the Depends/Pre-Depends closure over the installed
+# packages (dpkg's own records, so no apt lists are needed), no Recommends.
+mapfile -t closure < <(dpkg-query -W -f='${Package}\t${Depends}, ${Pre-Depends}\n' | awk -F'\t' -v roots="${listed[*]}" '
+  { n = split($2, deps, /[,|]/); d[$1] = ""
+    for (i = 1; i <= n; i++) { x = deps[i]; gsub(/\(.*\)|:any|:native| /, "", x); if (x != "") d[$1] = d[$1] " " x } }
+  END { m = split(roots, q, " "); for (i = 1; i <= m; i++) seen[q[i]] = 1
+        while (m > 0) { p = q[m--]; k = split(d[p], ds, " ")
+          for (j = 1; j <= k; j++) if (!(ds[j] in seen) && (ds[j] in d)) { seen[ds[j]] = 1; q[++m] = ds[j] } }
+        for (p in seen) print p }')
 declare -A have=()
 for p in "${listed[@]}" "${closure[@]}"; do have[$p]=1; done
 
