@@ -101,15 +101,17 @@ std::map<std::string, std::string> hub_id_map(const std::vector<std::string>& ro
 }
 
 std::optional<TextSource> FilePresets::hub_model(const std::string& id, std::string& why) {
+    auto read_config = [&](const std::string& path) {
+        auto src = read_file(path, why);
+        if (src) src->id = id;  // the model is named by its hub id, not "config"
+        else why = path + ": cannot read: " + why;
+        return src;
+    };
     // A local checkout of a hub repository ("org/name/config.json") is the id itself.
-    if (is_file(fs::path(id) / "config.json")) return read_file((fs::path(id) / "config.json").string(), why);
+    if (const fs::path local = fs::path(id) / "config.json"; is_file(local)) return read_config(local.string());
 
     const std::string cache = hub_cache_dir();
-    if (auto cfg = cached_hub_config(cache, id)) {
-        auto src = read_file(*cfg, why);
-        if (src) src->id = id;  // the model is named by its hub id, not "config"
-        return src;
-    }
+    if (auto cfg = cached_hub_config(cache, id)) return read_config(*cfg);
 
     std::vector<std::string> ids;
     const auto map = hub_id_map(roots(), nullptr, &ids);
