@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything, runs every test: the suite, the
-# same suite under AddressSanitizer + UndefinedBehaviorSanitizer, the mutation
-# campaign against the sanitizer build (MUTANTS_PER_PRESET, default 10, and
-# MUTANTS_PER_FILE, default 120, for each test scenario and config.json; the full
-# campaign is scripts/mutate.py --per-file 500), and each fuzz target for
+# Installs what is missing, builds everything, runs every test: the suite (with the
+# Python module's), the Debian package installed and checked, the same suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer, the mutation campaign against the
+# sanitizer build (MUTANTS_PER_PRESET, default 10, and MUTANTS_PER_FILE, default
+# 120, for each test scenario and config.json; the full campaign is
+# scripts/mutate.py --per-file 500), and each fuzz target for
 # FUZZ_SECONDS (default 60; FUZZ_SECONDS=0 skips them).
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINPLAN_BUILD_TESTS=ON -DTRAINPLAN_BUILD_GUI=ON >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINPLAN_BUILD_TESTS=ON -DTRAINPLAN_BUILD_GUI=ON -DTRAINPLAN_BUILD_PYTHON=ON >/dev/null
+./scripts/check-deps.sh build  # every package the configure found is installed by deps.sh
 cmake --build build
 ctest --test-dir build --output-on-failure
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINPLAN_SANITIZE=ON -DTRAINPLAN_BUILD_BENCH=OFF -DTRAINPLAN_BUILD_GUI=OFF >/dev/null
+./scripts/check-deb.sh build   # the .deb installs, runs, validates and is removed again
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINPLAN_SANITIZE=ON -DTRAINPLAN_BUILD_BENCH=OFF -DTRAINPLAN_BUILD_GUI=OFF -DTRAINPLAN_BUILD_PYTHON=OFF >/dev/null
 cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure
 /usr/bin/python3 scripts/mutate.py --trainplan build-asan/cli/trainplan --per-preset "${MUTANTS_PER_PRESET:-10}" \

@@ -27,39 +27,7 @@ const char* to_string(PresetKind k) {
 
 // ---------------------------------------------------------------- helpers
 
-std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& names, size_t max) {
-    auto dist = [](std::string_view a, std::string_view b) {
-        std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-        for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-        for (size_t i = 1; i <= a.size(); ++i) {
-            cur[0] = i;
-            for (size_t j = 1; j <= b.size(); ++j) {
-                const size_t sub = prev[j - 1] + (std::tolower(a[i - 1]) == std::tolower(b[j - 1]) ? 0 : 1);
-                cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
-            }
-            std::swap(prev, cur);
-        }
-        return prev[b.size()];
-    };
-    std::vector<std::pair<size_t, std::string>> scored;
-    for (const auto& n : names) {
-        // Ignore punctuation so "rtx4090" finds "rtx-4090".
-        auto strip = [](std::string_view s) {
-            std::string r;
-            for (char c : s) if (std::isalnum(static_cast<unsigned char>(c)) || c == '.') r += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-            return r;
-        };
-        const std::string a = strip(name), b = strip(n);
-        size_t d = dist(a, b);
-        if (!a.empty() && b.find(a) != std::string::npos) d = std::min(d, (b.size() - a.size()) / 2);
-        const size_t limit = std::max<size_t>(2, std::min(a.size(), b.size()) / 3);
-        if (d <= limit) scored.emplace_back(d, n);
-    }
-    std::stable_sort(scored.begin(), scored.end(), [](auto& x, auto& y) { return x.first < y.first; });
-    std::vector<std::string> out;
-    for (size_t i = 0; i < scored.size() && i < max; ++i) out.push_back(scored[i].second);
-    return out;
-}
+// closest_names() lives in suggest.cpp.
 
 std::vector<Diagnostic> check_model(const ModelSpec& m) {
     std::vector<Diagnostic> d;
@@ -454,6 +422,13 @@ Result<ModelSpec> load_model(PresetLookup& lookup, const std::string& spec, cons
     if (is_path) {
         std::string why;
         auto src = lookup.read_file(spec, why);
+        if (!src && looks_like_hub_id(spec)) {
+            std::string hub_why;
+            src = lookup.hub_model(spec, hub_why);
+            if (!src) return Diagnostic{"", 0, 0, flag, hub_why};
+            if (!ends_with(src->filename, ".json")) return parse_model_toml(src->text, src->filename, src->id);
+            return parse_hf_config(src->text, src->filename, src->id);
+        }
         if (!src) return Diagnostic{spec, 0, 0, flag, "cannot read model file: " + why};
         std::string stem = spec.substr(spec.find_last_of('/') + 1);
         if (ends_with(spec, ".json")) return parse_hf_config(src->text, src->filename, stem);

@@ -115,7 +115,18 @@ public:
     // A user-named file (model TOML, config.json); nullopt if unreadable, with
     // the reason in `why`.
     virtual std::optional<TextSource> read_file(const std::string& path, std::string& why) = 0;
+    // A Hugging Face model id ("meta-llama/Llama-2-13b-hf") that is not a readable
+    // file: a config.json (filename ends in .json) or a model preset TOML standing in
+    // for it; nullopt with the reason and what to do in `why`. Default: not supported.
+    virtual std::optional<TextSource> hub_model(const std::string& id, std::string& why) {
+        why = "\"" + id + "\" is not a readable file";
+        return std::nullopt;
+    }
 };
+
+// "org/name" shaped like a Hugging Face model id (not an absolute or dotted path,
+// no file extension).
+[[nodiscard]] bool looks_like_hub_id(std::string_view s);
 
 // Loads and parses one preset; unknown names get a "did you mean" diagnostic.
 [[nodiscard]] Result<ModelSpec> load_model(PresetLookup& lookup, const std::string& spec, const std::string& flag);
@@ -133,7 +144,8 @@ public:
 // empty writes the architecture inline.
 [[nodiscard]] std::string scenario_to_toml(const Scenario& s, const std::string& model_ref);
 
-// Closest names by edit distance (for "did you mean").
+// "Did you mean": names ranked by likely intent (same name up to punctuation, then
+// prefix, then family, then edit distance); see suggest.cpp.
 [[nodiscard]] std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& names, size_t max = 3);
 
 }  // namespace trainplan

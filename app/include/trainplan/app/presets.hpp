@@ -21,6 +21,8 @@ public:
     std::optional<TextSource> find(PresetKind kind, std::string_view name) override;
     std::vector<std::string> names(PresetKind kind) override;
     std::optional<TextSource> read_file(const std::string& path, std::string& why) override;
+    // Hugging Face ids: local cache, then data/hf-ids.toml (defined in hub.cpp).
+    std::optional<TextSource> hub_model(const std::string& id, std::string& why) override;
 
     // Every preset file of a kind, first-match-wins order applied.
     std::vector<TextSource> all(PresetKind kind);
