@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "trainplan/app/format.hpp"
 #include "trainplan/io.hpp"
+#include "trainplan/schema.hpp"
 
 namespace trainplan::cli {
 
@@ -51,6 +52,12 @@ nlohmann::json option_json(const CLI::Option& opt) {
     j["group"] = opt.get_group();
     j["takes_value"] = opt.get_type_size_max() > 0 && opt.get_expected_max() > 0;
     j["type"] = opt.get_type_name();
+    // Enumerated scenario flags: their values from the enum tables (completions offer them).
+    j["choices"] = nlohmann::json::array();
+    for (const Field& f : scenario_fields())
+        for (const auto& n : opt.get_lnames())
+            if (f.flag == "--" + n && f.rule.type == FieldType::Enum && f.rule.choices)
+                for (const EnumEntry& e : f.rule.choices->entries) j["choices"].push_back(e.name);
     return j;
 }
 

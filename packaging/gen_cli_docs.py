@@ -17,7 +17,10 @@ PRESET_DIRS = {  # flags whose values are preset names: directory under share/tr
 
 
 def choices(o):
-    """Values of an enumerated flag, read from its help ("full | lora | qlora (default full)")."""
+    """Values of an enumerated flag: the schema's enum table where the dump carries it,
+    else read from its help ("full | lora | qlora (default full)")."""
+    if o.get("choices"):
+        return list(o["choices"])
     head = (o.get("description") or "").split(" (")[0].split(": ")[-1]
     words = [w.strip() for w in head.split("|")]
     if len(words) >= 2 and all(re.fullmatch(r"[a-z0-9][a-z0-9.-]*", w) for w in words):
