@@ -85,15 +85,17 @@ BytesPerParam bytes_per_trainable_param(const TrainingSetup& t) {
     return b;
 }
 
-ModelStates model_states(double params, const TrainingSetup& t, double shard) {
-    const BytesPerParam b = bytes_per_trainable_param(t);
+ModelStates model_states(double params, const BytesPerParam& b, const StateDivisors& d) {
     ModelStates s;
-    const double d = std::max(1.0, shard);
-    s.weights = params * b.weights / (t.zero_stage >= 3 ? d : 1.0);
-    s.gradients = params * b.gradients / (t.zero_stage >= 2 ? d : 1.0);
-    s.master = params * b.master / (t.zero_stage >= 1 ? d : 1.0);
-    s.optimizer = params * b.optimizer() / (t.zero_stage >= 1 ? d : 1.0);
+    s.weights = params * b.weights / d.weights;
+    s.gradients = params * b.gradients / d.gradients;
+    s.master = params * b.master / d.optimizer;
+    s.optimizer = params * b.optimizer() / d.optimizer;
     return s;
+}
+
+ModelStates model_states(double params, const TrainingSetup& t, double shard) {
+    return model_states(params, bytes_per_trainable_param(t), zero_divisors(t.zero_stage, shard));
 }
 
 int layers_on_stage(std::int64_t layers, int pp, int stage) {
@@ -113,15 +115,17 @@ std::int64_t lora_params_per_layer(const ModelSpec& m, const LoraConfig& l) {
     add(kLoraK, h, m.kv_dim());
     add(kLoraV, h, m.kv_dim());
     add(kLoraO, m.q_dim(), h);
-    const std::int64_t ffn = m.is_moe() ? m.moe.expert_ffn : m.ffn;
-    const std::int64_t copies = m.is_moe() ? m.moe.num_experts + m.moe.shared_experts : 1;
-    if (m.gated()) {
-        add(kLoraGate, h, ffn, copies);
+    auto mlp = [&](std::int64_t ffn, std::int64_t copies) {
+        if (m.gated()) add(kLoraGate, h, ffn, copies);
         add(kLoraUp, h, ffn, copies);
+        add(kLoraDown, ffn, h, copies);
+    };
+    if (m.is_moe()) {
+        mlp(m.moe.expert_ffn, m.moe.num_experts);
+        mlp(m.moe.shared_expert_ffn, m.moe.shared_experts);
     } else {
-        add(kLoraUp, h, ffn, copies);
+        mlp(m.ffn, 1);
     }
-    add(kLoraDown, ffn, h, copies);
     return p;
 }
 
@@ -136,66 +140,187 @@ double qlora_bits_per_param(const QLoraConfig& q) {
     return 4.0 + constants;
 }
 
-struct StageParams {
-    double weight_bytes = 0;   // before ZeRO-3 sharding of weights
-    double dense_trainable = 0;   // trainable params replicated over the full DP group
-    double expert_trainable = 0;  // trainable expert params (sharded over dp / ep)
-    double frozen_bytes = 0;      // frozen base weights (LoRA/QLoRA)
-    double largest_layer_params = 0;
+// What estimate_memory works with for every stage.
+struct MemoryContext {
+    const Scenario& s;
+    const StepGraph& g;
+    ShardPlan plan;
+    BytesPerParam bpp;          // full training
+    BytesPerParam adapter_bpp;  // trainable weights under LoRA / QLoRA
+    double frozen_linear_bpp = 0, frozen_other_bpp = 0;
+    double framework_bytes = 0, frag_frac = 0;
 };
+
+MemoryContext make_context(const Scenario& s, const StepGraph& g) {
+    const TrainingSetup& t = s.setup;
+    const MemoryDefaults& def = memory_defaults();
+    MemoryContext c{s, g, shard_plan(s), bytes_per_trainable_param(t), {}, 0, 0, 0, 0};
+    const bool qlora = t.method == Method::QLoRA;
+    // Frozen base weight bytes per parameter (QLoRA: NF4 linear layers).
+    c.frozen_linear_bpp = qlora ? qlora_bits_per_param(t.qlora) / 8.0 : (t.precision == Precision::FP32 ? 4.0 : 2.0);
+    c.frozen_other_bpp = t.precision == Precision::FP32 ? 4.0 : 2.0;
+    // QLoRA adapters: bf16 weights and grads, 32-bit paged AdamW states
+    // (artidoro/qlora: paged_adamw_32bit); other optimizers per the table.
+    c.adapter_bpp = qlora ? BytesPerParam{2, 2, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states} : c.bpp;
+    c.framework_bytes = t.framework_overhead_bytes >= 0
+                            ? t.framework_overhead_bytes
+                            : def.cuda_context_bytes + def.library_workspace_bytes + (s.cluster.num_gpus > 1 ? def.communicator_bytes : 0);
+    c.frag_frac = t.fragmentation_fraction >= 0 ? t.fragmentation_fraction : def.fragmentation_fraction;
+    return c;
+}
+
+// Weights, gradients, optimizer states (and master copy) of one stage, sharded
+// per the plan (ZeRO paper Sec. 5; frozen LoRA bases carry weights only).
+void stage_states(const MemoryContext& c, const StageParams& p, MemoryBreakdown& mem) {
+    const ShardPlan& plan = c.plan;
+    if (c.s.setup.method == Method::Full) {
+        const ModelStates dense = model_states(p.dense, c.bpp, plan.dense);
+        const ModelStates experts = model_states(p.expert, c.bpp, plan.expert);
+        mem.weights = dense.weights + experts.weights;
+        mem.gradients = dense.gradients + experts.gradients;
+        mem.optimizer = dense.optimizer + experts.optimizer;
+        mem.master_weights = dense.master + experts.master;
+        return;
+    }
+    // Frozen base: linear weights (quantized under QLoRA), the rest 16-bit.
+    const double frozen = (p.frozen_linear_dense * c.frozen_linear_bpp + p.frozen_other * c.frozen_other_bpp) / plan.dense.weights +
+                          p.frozen_linear_expert * c.frozen_linear_bpp / plan.expert.weights;
+    const ModelStates dense = model_states(p.trainable_dense, c.adapter_bpp, plan.dense);
+    const ModelStates experts = model_states(p.trainable_expert, c.adapter_bpp, plan.expert);
+    mem.weights = frozen + dense.weights + experts.weights;
+    mem.gradients = dense.gradients + experts.gradients;
+    mem.optimizer = dense.optimizer + experts.optimizer;
+    mem.master_weights = dense.master + experts.master;
+}
+
+// Micro-batches in flight on pipeline stage i (layer-weighted), Korthikanti et
+// al. 2022, Sec. 4.2.3 and 5.
+double microbatches_in_flight(const ParallelLayout& lay, int i, double micro_batches) {
+    if (lay.pp <= 1) return 1;
+    const double pp = lay.pp;
+    switch (lay.schedule) {
+        case Schedule::OneF1B: return std::min<double>(lay.pp - i, micro_batches);
+        case Schedule::Interleaved: {
+            // Megatron's interleaved warm-up: 2(p - i - 1) + (v - 1)p chunk
+            // micro-batches, + 1 in steady state; each chunk is 1/v of the
+            // stage. Stage 0: p(1 + (p-1)/(pv)) (Korthikanti Eq. 5 factor).
+            const double v = lay.vp;
+            const double chunks = std::min(2.0 * (pp - i - 1) + (v - 1) * pp + 1, micro_batches * v);
+            return chunks / v;
+        }
+        case Schedule::GPipe: return micro_batches;
+    }
+    return 1;
+}
+
+// One stage's memory: states, offload, activations, temporaries, overheads.
+StageMemory stage_memory(const MemoryContext& c, int i) {
+    const Scenario& s = c.s;
+    const ModelSpec& m = s.model;
+    const TrainingSetup& t = s.setup;
+    const ParallelLayout& lay = t.layout;
+    const StepGraph& g = c.g;
+    const MemoryDefaults& def = memory_defaults();
+    const bool full = t.method == Method::Full;
+    const bool qlora = t.method == Method::QLoRA;
+    const double tp = lay.tp, sq = static_cast<double>(t.seq_len), mb = static_cast<double>(t.micro_batch);
+    const bool sp = lay.sequence_parallel && lay.tp > 1;
+
+    StageMemory st;
+    st.stage = i;
+    st.layers = layers_on_stage(m.num_layers, lay.pp, i);
+    const bool first = i == 0, last = i == lay.pp - 1;
+    MemoryBreakdown& mem = st.mem;
+    stage_states(c, stage_params(g, c.plan, st.layers, first, last), mem);
+
+    // ---- offload: optimizer states (and fp32 gradients for the CPU step) to
+    // host or NVMe (ZeRO-Offload, Ren et al. 2021); weights with ZeRO-Infinity.
+    const BytesPerParam& tb = qlora ? c.adapter_bpp : c.bpp;
+    double host = 0, nvme = 0;
+    if (t.optimizer_offload != Offload::None) {
+        const double grads32 = mem.gradients * (4.0 / std::max(1.0, tb.gradients));
+        (t.optimizer_offload == Offload::CPU ? host : nvme) += mem.optimizer;
+        host += grads32;  // the CPU optimizer reads fp32 gradients from host memory
+        mem.optimizer = 0;
+        mem.master_weights = 0;
+        // ZeRO-Offload streams gradients to the host as backward produces
+        // them; the GPU keeps transfer buffers only (counted under temporary).
+        mem.gradients = 0;
+    }
+    if (t.param_offload != Offload::None) {
+        (t.param_offload == Offload::CPU ? host : nvme) += mem.weights;
+        mem.weights = 0;
+    }
+
+    // ---- activations: micro-batches in flight on this stage times the
+    // stored bytes per layer; the embedding side per in-flight micro-batch;
+    // the head side and the logits for the one micro-batch in its loss.
+    st.microbatches_in_flight = microbatches_in_flight(lay, i, static_cast<double>(t.grad_accum));
+    mem.activations = st.microbatches_in_flight * st.layers * g.stored(t.recompute).bytes(sq, mb, tp, sp);
+    if (first) mem.activations += st.microbatches_in_flight * g.stored_first.bytes(sq, mb, tp, sp);
+    if (last) {
+        mem.activations += g.stored_last.bytes(sq, mb, tp, sp);
+        mem.logits = g.logits.bytes(sq, mb, tp, sp);
+    }
+
+    // ---- temporary buffers
+    double temp = 0;
+    if (c.plan.gathers_weights) {
+        // ZeRO-3 / FSDP all-gather the current layer and prefetch the next
+        // one in the compute dtype (16-bit for mixed and bf16 training, fp32
+        // for fp32, the 4-bit base under QLoRA); the gradient of one layer
+        // waits for its reduce-scatter. One rank shards nothing: no gather.
+        const double layer = stage_params(g, c.plan, 1, false, false).total();
+        const double w16 = full ? (t.precision == Precision::FP32 ? 4.0 : 2.0) : c.frozen_linear_bpp;
+        temp += 2 * layer * w16 + (full ? layer * c.bpp.gradients : 0);
+    }
+    if (t.optimizer_offload != Offload::None) temp += def.grad_bucket_bytes;
+    if (t.recompute == Recompute::Full) temp += g.stored_none.bytes(sq, mb, tp, sp);  // one layer recomputed during backward
+    if (t.recompute == Recompute::Selective) temp += g.stored_none.bytes(sq, mb, tp, sp) - g.stored_selective.bytes(sq, mb, tp, sp);
+    if (lay.dp > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;
+    if (qlora) {
+        // bitsandbytes dequantizes one weight matrix to 16-bit per matmul.
+        const double h = static_cast<double>(m.hidden);
+        const double ffn = static_cast<double>(m.is_moe() ? m.moe.expert_ffn : m.ffn);
+        temp += std::max(h * ffn, h * static_cast<double>(m.q_dim())) / tp * 2.0;
+    }
+    mem.temporary = temp;
+
+    mem.allocated = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.logits + mem.temporary;
+    mem.framework = c.framework_bytes;
+    mem.fragmentation = mem.allocated * c.frag_frac;
+    mem.total = mem.allocated + mem.framework + mem.fragmentation;
+    mem.capacity = s.cluster.gpu.capacity_bytes;
+
+    // Paged optimizer (bitsandbytes): states live in unified memory and are
+    // evicted to the host when the device runs out.
+    if (qlora && t.qlora.paged_optimizer && mem.total > mem.capacity && mem.optimizer > 0) {
+        const double over = mem.total - mem.capacity;
+        const double moved = std::min(mem.optimizer, over / (1.0 + c.frag_frac));
+        mem.paged_out = moved;
+        mem.optimizer -= moved;
+        host += moved;
+        mem.allocated -= moved;
+        mem.fragmentation = mem.allocated * c.frag_frac;
+        mem.total = mem.allocated + mem.framework + mem.fragmentation;
+    }
+    mem.cpu = host;
+    mem.nvme = nvme;
+    return st;
+}
 
 }  // namespace
 
 MemoryEstimate estimate_memory(const Scenario& s, bool all_stages) {
-    return estimate_memory(s, build_layer_graph(s.model, s.setup), all_stages);
+    return estimate_memory(s, build_step_graph(s.model, s.setup), all_stages);
 }
 
-MemoryEstimate estimate_memory(const Scenario& s, const LayerGraph& g, bool all_stages) {
-    const ModelSpec& m = s.model;
-    const TrainingSetup& t = s.setup;
-    const ParallelLayout& lay = t.layout;
-    const MemoryDefaults& def = memory_defaults();
-    const ParamCounts pc = count_params(m);
-
-    const double tp = lay.tp, pp = lay.pp, ep = lay.ep;
-    const double sq = static_cast<double>(t.seq_len);
-    const double mb = static_cast<double>(t.micro_batch);
-    const double micro_batches = static_cast<double>(t.grad_accum);
-    const bool sp = lay.sequence_parallel && lay.tp > 1;
-    const double act_b = activation_bytes_per_elem(t.precision);
-    const BytesPerParam bpp = bytes_per_trainable_param(t);
-    const bool full = t.method == Method::Full;
-    const bool qlora = t.method == Method::QLoRA;
-
-    // ZeRO shard group: the data-parallel group, or the ranks of one node under
-    // FSDP hybrid sharding.
-    double shard = lay.dp;
-    if (t.fsdp == FsdpStrategy::HybridShard) {
-        const int per_node_replica = std::max(1, s.cluster.gpus_per_node / std::max(1, lay.tp * lay.pp));
-        shard = std::min<double>(lay.dp, per_node_replica);
-    }
-    const double expert_shard = std::max(1.0, shard / ep);
-
-    // Frozen base weight bytes per parameter.
-    const double frozen_linear_bpp = qlora ? qlora_bits_per_param(t.qlora) / 8.0 : (t.precision == Precision::FP32 ? 4.0 : 2.0);
-    const double frozen_other_bpp = t.precision == Precision::FP32 ? 4.0 : 2.0;
-    // QLoRA adapters: bf16 weights and grads, 32-bit paged AdamW states
-    // (artidoro/qlora: paged_adamw_32bit); other optimizers per the table.
-    BytesPerParam adapter_bpp = bpp;
-    if (qlora) {
-        adapter_bpp = {2, 2, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : bpp.optimizer_states};
-    }
-    const BytesPerParam& tb = qlora ? adapter_bpp : bpp;
-
-    const double lora_layer = full ? 0 : static_cast<double>(lora_params_per_layer(m, t.lora));
-    const double layer_linear_dense = static_cast<double>(pc.attention + pc.mlp + pc.shared_experts);
-    const double layer_experts = static_cast<double>(pc.experts);
-    const double layer_small = static_cast<double>(pc.layer_norms + pc.router);
-
+MemoryEstimate estimate_memory(const Scenario& s, const StepGraph& g, bool all_stages) {
+    const ParallelLayout& lay = s.setup.layout;
+    const MemoryContext c = make_context(s, g);
     MemoryEstimate est;
-    est.total_params = pc.total;
-    est.trainable_params = full ? pc.total : static_cast<std::int64_t>(lora_layer * static_cast<double>(m.num_layers));
-
+    est.total_params = std::llround(g.model_params(s.model.num_layers));
+    est.trainable_params = std::llround(g.model_params(s.model.num_layers, true));
     // Which stages to evaluate: all, or first / one middle / last.
     std::vector<int> stage_ids;
     if (all_stages || lay.pp <= 3) {
@@ -203,164 +328,7 @@ MemoryEstimate estimate_memory(const Scenario& s, const LayerGraph& g, bool all_
     } else {
         stage_ids = {0, 1, lay.pp - 1};
     }
-
-    const double framework_bytes =
-        t.framework_overhead_bytes >= 0
-            ? t.framework_overhead_bytes
-            : def.cuda_context_bytes + def.library_workspace_bytes + (s.cluster.num_gpus > 1 ? def.communicator_bytes : 0);
-    const double frag_frac = t.fragmentation_fraction >= 0 ? t.fragmentation_fraction : def.fragmentation_fraction;
-
-    const ActivationCoeffs& coeffs = t.recompute == Recompute::Full        ? g.stored_full
-                                     : t.recompute == Recompute::Selective ? g.stored_selective
-                                                                           : g.stored_none;
-    const double layer_act_mb = coeffs.bytes(sq, mb, tp, sp);          // one layer, one micro-batch
-    const double layer_act_full = g.stored_none.bytes(sq, mb, tp, sp);  // without recompute
-    const double h = static_cast<double>(m.hidden);
-    const double rep_div = sp ? tp : 1.0;
-
-    for (int i : stage_ids) {
-        StageMemory st;
-        st.stage = i;
-        st.layers = layers_on_stage(m.num_layers, lay.pp, i);
-        const double L = st.layers;
-        const bool first = i == 0, last = i == lay.pp - 1;
-
-        // ---- parameters on this GPU (TP splits matrices and the vocabulary;
-        // norms stay replicated; EP splits the experts).
-        double dense_params = L * (layer_linear_dense / tp + layer_small);
-        double expert_params = L * layer_experts / (tp * ep);
-        double emb_params = 0;
-        if (first) emb_params += static_cast<double>(pc.embedding) / tp + static_cast<double>(pc.positions);
-        if (last) {
-            emb_params += static_cast<double>(pc.lm_head) / tp + static_cast<double>(pc.final_norm);
-            // Megatron keeps a copy of tied word embeddings on the last stage.
-            if (m.tied_embeddings && lay.pp > 1) emb_params += static_cast<double>(m.vocab * m.hidden) / tp;
-        }
-
-        MemoryBreakdown& mem = st.mem;
-        if (full) {
-            const ModelStates dense = model_states(dense_params + emb_params, t, shard);
-            const ModelStates experts = model_states(expert_params, t, expert_shard);
-            mem.weights = dense.weights + experts.weights;
-            mem.gradients = dense.gradients + experts.gradients;
-            mem.optimizer = dense.optimizer + experts.optimizer;
-            mem.master_weights = dense.master + experts.master;
-        } else {
-            // Frozen base: linear weights (quantized under QLoRA), the rest 16-bit.
-            const double linear = L * (layer_linear_dense / tp + layer_experts / (tp * ep));
-            const double other = L * layer_small + emb_params;
-            double frozen = linear * frozen_linear_bpp + other * frozen_other_bpp;
-            if (t.zero_stage >= 3) frozen /= shard;
-            const double adapters = L * lora_layer / tp;
-            const double z = std::max(1.0, shard);
-            mem.weights = frozen + adapters * tb.weights / (t.zero_stage >= 3 ? z : 1.0);
-            mem.gradients = adapters * tb.gradients / (t.zero_stage >= 2 ? z : 1.0);
-            mem.optimizer = adapters * tb.optimizer() / (t.zero_stage >= 1 ? z : 1.0);
-            mem.master_weights = adapters * tb.master / (t.zero_stage >= 1 ? z : 1.0);
-        }
-
-        // ---- offload: optimizer states (and fp32 gradients for the CPU step) to
-        // host or NVMe (ZeRO-Offload, Ren et al. 2021); weights with ZeRO-Infinity.
-        double host = 0, nvme = 0;
-        if (t.optimizer_offload != Offload::None) {
-            const double moved = mem.optimizer;
-            const double grads32 = mem.gradients * (4.0 / std::max(1.0, tb.gradients));
-            (t.optimizer_offload == Offload::CPU ? host : nvme) += moved;
-            host += grads32;  // the CPU optimizer reads fp32 gradients from host memory
-            mem.optimizer = 0;
-            mem.master_weights = 0;
-            // ZeRO-Offload streams gradients to the host as backward produces
-            // them; the GPU keeps transfer buffers only (counted under temporary).
-            mem.gradients = 0;
-        }
-        double gathered_weights = 0;
-        const double layer_params_tp = (layer_linear_dense / tp + layer_experts / (tp * ep) + layer_small);
-        if (t.zero_stage >= 3) {
-            // ZeRO-3 / FSDP all-gather the current layer and prefetch the next
-            // one in 16-bit; the gradient of one layer waits for its reduce-scatter.
-            // Gathered in the compute dtype: 16-bit for mixed and bf16 training,
-            // fp32 for fp32 training; QLoRA gathers the 4-bit base.
-            const double w16 = full ? (t.precision == Precision::FP32 ? 4.0 : 2.0) : frozen_linear_bpp;
-            gathered_weights = 2 * layer_params_tp * w16 + (full ? layer_params_tp * bpp.gradients : 0);
-        }
-        if (t.param_offload != Offload::None) {
-            (t.param_offload == Offload::CPU ? host : nvme) += mem.weights;
-            mem.weights = 0;
-        }
-
-        // ---- activations: micro-batches in flight on this stage times the
-        // stored bytes per layer (Korthikanti et al. 2022, Sec. 4.2.3 and 5).
-        double in_flight = 1;  // micro-batch equivalents of this stage's layers
-        if (lay.pp > 1) {
-            switch (lay.schedule) {
-                case Schedule::OneF1B:
-                    in_flight = std::min<double>(lay.pp - i, micro_batches);
-                    break;
-                case Schedule::Interleaved: {
-                    // Megatron's interleaved warm-up: 2(p - i - 1) + (v - 1)p chunk
-                    // micro-batches, + 1 in steady state; each chunk is 1/v of the
-                    // stage. Stage 0: p(1 + (p-1)/(pv)) (Korthikanti Eq. 5 factor).
-                    const double v = lay.vp;
-                    const double chunks = std::min(2.0 * (pp - i - 1) + (v - 1) * pp + 1, micro_batches * v);
-                    in_flight = chunks / v;
-                    break;
-                }
-                case Schedule::GPipe:
-                    in_flight = micro_batches;
-                    break;
-            }
-        }
-        st.microbatches_in_flight = in_flight;
-        mem.activations = in_flight * L * layer_act_mb;
-        if (first) {
-            // Embedding dropout mask (1 B per element; Korthikanti's "p sbh/t"
-            // term) and, for BLOOM-style models, the embedding norm input.
-            double per_tok = (m.dropout > 0 ? h * 1.0 : 0) + (m.embedding_norm ? h * act_b : 0);
-            mem.activations += in_flight * sq * mb * per_tok / rep_div;
-        }
-        if (last) {
-            // Final norm input and the LM-head input (its output), one micro-batch.
-            mem.activations += sq * mb * (m.final_norm ? 2 : 1) * h * act_b / rep_div;
-            // Logits in the activation dtype plus the fp32 copy the softmax /
-            // cross-entropy works on, vocabulary split by TP.
-            mem.logits = sq * mb * static_cast<double>(m.vocab) / tp * (act_b + 4.0);
-        }
-
-        // ---- temporary buffers
-        double temp = gathered_weights;
-        if (t.optimizer_offload != Offload::None) temp += def.grad_bucket_bytes;
-        if (t.recompute == Recompute::Full) temp += layer_act_full;  // one layer recomputed during backward
-        if (t.recompute == Recompute::Selective) temp += g.stored_none.bytes(sq, mb, tp, sp) - g.stored_selective.bytes(sq, mb, tp, sp);
-        if (lay.dp > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;
-        if (qlora) {
-            // bitsandbytes dequantizes one weight matrix to 16-bit per matmul.
-            const double ffn = static_cast<double>(m.is_moe() ? m.moe.expert_ffn : m.ffn);
-            temp += std::max(h * ffn, h * static_cast<double>(m.q_dim())) / tp * 2.0;
-        }
-        mem.temporary = temp;
-
-        mem.allocated = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.logits + mem.temporary;
-        mem.framework = framework_bytes;
-        mem.fragmentation = mem.allocated * frag_frac;
-        mem.total = mem.allocated + mem.framework + mem.fragmentation;
-        mem.capacity = s.cluster.gpu.capacity_bytes;
-
-        // Paged optimizer (bitsandbytes): states live in unified memory and are
-        // evicted to the host when the device runs out.
-        if (qlora && t.qlora.paged_optimizer && mem.total > mem.capacity && mem.optimizer > 0) {
-            const double over = mem.total - mem.capacity;
-            const double moved = std::min(mem.optimizer, over / (1.0 + frag_frac));
-            mem.paged_out = moved;
-            mem.optimizer -= moved;
-            host += moved;
-            mem.allocated -= moved;
-            mem.fragmentation = mem.allocated * frag_frac;
-            mem.total = mem.allocated + mem.framework + mem.fragmentation;
-        }
-        mem.cpu = host;
-        mem.nvme = nvme;
-        est.stages.push_back(st);
-    }
+    for (int i : stage_ids) est.stages.push_back(stage_memory(c, i));
     est.worst = 0;
     for (size_t i = 1; i < est.stages.size(); ++i)
         if (est.stages[i].mem.total > est.stages[static_cast<size_t>(est.worst)].mem.total) est.worst = static_cast<int>(i);

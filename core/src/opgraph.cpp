@@ -8,74 +8,135 @@ double activation_bytes_per_elem(Precision p) {
     return p == Precision::FP32 ? 4.0 : 2.0;
 }
 
+double StepGraph::model_params(std::int64_t layers, bool trainable_only) const {
+    double p = 0;
+    for (const OpDef& o : ops) {
+        if (trainable_only && !o.weight.trainable) continue;
+        p += o.weight.params * (o.site == Site::Layer ? static_cast<double>(layers) : 1.0);
+    }
+    return p;
+}
+
 namespace {
 
 class Builder {
 public:
-    LayerGraph g;
+    StepGraph g;
+    Site site = Site::Layer;
 
-    int tensor(std::string name, double per_token, double bytes, Split split, double per_token_sq = 0,
-               bool core = false) {
-        g.tensors.push_back({std::move(name), per_token, per_token_sq, bytes, split, core});
+    int tensor(std::string name, double per_token, double bytes, Split split, double per_token_sq = 0) {
+        TensorDef t;
+        t.name = std::move(name);
+        t.elems_per_token = per_token;
+        t.elems_per_token_sq = per_token_sq;
+        t.bytes_per_elem = bytes;
+        t.split = split;
+        g.tensors.push_back(std::move(t));
         return static_cast<int>(g.tensors.size()) - 1;
     }
-    OpDef& op(std::string name, OpKind kind, Split split, std::vector<int> saves) {
+    // A tensor the last op writes (what selective recompute regenerates when
+    // that op is marked).
+    int output(std::string name, double per_token, double bytes, Split split, double per_token_sq = 0) {
+        const int i = tensor(std::move(name), per_token, bytes, split, per_token_sq);
+        g.tensors[static_cast<size_t>(i)].producer = static_cast<int>(g.ops.size()) - 1;
+        return i;
+    }
+    OpDef& op(std::string name, OpRole role, OpKind kind, Split split, std::vector<int> saves) {
         OpDef o;
         o.name = std::move(name);
+        o.role = role;
         o.kind = kind;
+        o.site = site;
         o.split = split;
         o.saves = std::move(saves);
         g.ops.push_back(std::move(o));
         return g.ops.back();
     }
     // y = x W: k inputs, n outputs per token; saves its input x.
-    OpDef& gemm(std::string name, double k, double n, Split split, int input, double weight_copies = 1) {
-        OpDef& o = op(std::move(name), OpKind::Gemm, split, {input});
+    OpDef& gemm(std::string name, OpRole role, double k, double n, Split split, int input, double weight_copies = 1) {
+        OpDef& o = op(std::move(name), role, OpKind::Gemm, split, {input});
         o.flops_per_token = 2.0 * k * n * weight_copies;
         o.gemm_k = k;
         o.gemm_n = n * weight_copies;
         o.row_parallel = g.tensors[static_cast<size_t>(input)].split == Split::TensorParallel && split == Split::TensorParallel;
         return o;
     }
-    OpDef& elementwise(std::string name, OpKind kind, Split split, double bytes_per_token, std::vector<int> saves) {
-        OpDef& o = op(std::move(name), kind, split, std::move(saves));
+    OpDef& elementwise(std::string name, OpRole role, OpKind kind, Split split, double bytes_per_token, std::vector<int> saves) {
+        OpDef& o = op(std::move(name), role, kind, split, std::move(saves));
         o.hbm_bytes_per_token = bytes_per_token;
-        o.flops_per_token = 0;
         return o;
+    }
+    static void owns(OpDef& o, double params, bool trainable, ShardClass c, bool tp_split) {
+        o.weight.params = params;
+        o.weight.trainable = trainable;
+        o.weight.shard = c;
+        o.weight.tp_split = tp_split;
     }
 };
 
-// LoRA on one linear with input tensor `in` (dim d_in, split as `split`): dropout
-// keeps a mask and the dropped copy for A's weight gradient, A's output (rank r)
-// is kept for B's. With no LoRA dropout A reads `in` itself, which is already saved.
+// LoRA on one linear with input tensor `in` (dim d_in, split as `split`), on
+// `copies` matrices of that shape (experts): dropout keeps a mask and the
+// dropped copy for A's weight gradient, A's output (rank r) is kept for B's.
+// With no LoRA dropout A reads `in` itself, which is already saved. The adapter
+// weights are r (d_in + d_out) per matrix (Hu et al. 2021).
 void lora_adapter(Builder& b, const std::string& name, const TrainingSetup& t, int in, double d_in, double d_out,
-                  Split split, double act_bytes) {
+                  Split split, double act_bytes, double copies, ShardClass cls) {
     const double r = t.lora.rank;
     int a_in = in;
     if (t.lora.dropout > 0) {
         const int mask = b.tensor(name + ".lora_dropout_mask", d_in, 1.0, split);
+        b.elementwise(name + ".lora_dropout", OpRole::LoraDropout, OpKind::Dropout, split, d_in * act_bytes * 2, {mask});
         a_in = b.tensor(name + ".lora_dropped_input", d_in, act_bytes, split);
-        b.elementwise(name + ".lora_dropout", OpKind::Dropout, split, d_in * act_bytes * 2, {mask});
     }
-    b.gemm(name + ".lora_A", d_in, r, split, a_in).kind = OpKind::LoraGemm;
+    OpDef& A = b.gemm(name + ".lora_A", OpRole::LoraA, d_in, r, split, a_in);
+    A.kind = OpKind::LoraGemm;
+    Builder::owns(A, copies * r * d_in, true, cls, true);
+    A.weight.adapter = true;
     const int a_out = b.tensor(name + ".lora_A_out", r, act_bytes, Split::Replicated);
-    b.gemm(name + ".lora_B", r, d_out, split, a_out).kind = OpKind::LoraGemm;
+    OpDef& B = b.gemm(name + ".lora_B", OpRole::LoraB, r, d_out, split, a_out);
+    B.kind = OpKind::LoraGemm;
+    Builder::owns(B, copies * r * d_out, true, cls, true);
+    B.weight.adapter = true;
+}
+
+// Stored-activation coefficients of the tensors some op of `site` saves (a tensor
+// counts once however many ops keep it); `skip_selective` leaves out what
+// selective recompute regenerates.
+ActivationCoeffs saved_coeffs(const StepGraph& g, Site site, bool skip_selective, bool logits) {
+    std::vector<char> saved(g.tensors.size(), 0);
+    for (const OpDef& o : g.ops)
+        if (o.site == site)
+            for (int i : o.saves) saved[static_cast<size_t>(i)] = 1;
+    ActivationCoeffs c;
+    for (size_t i = 0; i < g.tensors.size(); ++i) {
+        const TensorDef& td = g.tensors[i];
+        if (!saved[i] || td.logits != logits) continue;
+        if (skip_selective && td.producer >= 0 && g.ops[static_cast<size_t>(td.producer)].selective_recompute) continue;
+        (td.split == Split::Replicated ? c.replicated : c.tensor_parallel) += td.elems_per_token * td.bytes_per_elem;
+        c.squared += td.elems_per_token_sq * td.bytes_per_elem;
+    }
+    return c;
 }
 
 }  // namespace
 
-LayerGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) {
+StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     Builder b;
     const double a = activation_bytes_per_elem(t.precision);
     const double h = static_cast<double>(m.hidden);
     const double qd = static_cast<double>(m.q_dim());
     const double kvd = static_cast<double>(m.kv_dim());
     const double nh = static_cast<double>(m.num_heads);
+    const double V = static_cast<double>(m.vocab);
     const bool dropout = m.dropout > 0;
     const bool lora = t.method != Method::Full;
+    const bool base_trained = !lora;  // LoRA / QLoRA freeze every base weight
     auto adapted = [&](unsigned target) { return lora && (t.lora.targets & target) != 0; };
     const auto R = Split::Replicated;
     const auto TP = Split::TensorParallel;
+    // One norm's weights: LayerNorm with bias has scale and shift, RMSNorm a scale.
+    const double norm_params = (m.norm == NormKind::LayerNorm && m.norm_bias) ? 2 * h : h;
+    auto bias = [](bool on, double n) { return on ? n : 0.0; };
 
     // HBM traffic of the memory-bound ops. Megatron-LM / Transformer Engine fuse
     // them (one read, one write); eager PyTorch (HF, Lightning, Composer FSDP)
@@ -93,58 +154,104 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) {
     }
     const double residual_bytes = 3 * h * r;
 
+    // ===== first stage: token (and learned position) embedding
+    b.site = Site::First;
+    {
+        // A row gather of s*b x h: no FLOPs, traffic negligible next to a layer.
+        OpDef& emb = b.op("embedding", OpRole::Embedding, OpKind::Lookup, TP, {});
+        Builder::owns(emb, V * h, base_trained, ShardClass::Embedding, true);  // vocabulary-parallel (Megatron)
+        if (m.position == PositionKind::Learned) {
+            OpDef& pos = b.op("position_embedding", OpRole::PositionEmbedding, OpKind::Lookup, R, {});
+            Builder::owns(pos, static_cast<double>(m.max_seq_len) * h, base_trained, ShardClass::Embedding, false);
+        }
+        if (m.embedding_norm) {
+            // BLOOM's word_embeddings_layernorm keeps its input (scale and shift: 2h).
+            const int in = b.tensor("embedding_norm_in", h, a, R);
+            OpDef& n = b.elementwise("embedding_norm", OpRole::EmbeddingNorm, OpKind::Norm, R, norm_bytes, {in});
+            Builder::owns(n, 2 * h, base_trained, ShardClass::Norm, false);
+        }
+        if (dropout) {
+            // Korthikanti's "p sbh/t" term: the embedding dropout mask, 1 B per element.
+            const int mask = b.tensor("embedding_dropout_mask", h, 1.0, R);
+            b.elementwise("embedding_dropout", OpRole::EmbeddingDropout, OpKind::Dropout, R, 3 * h * a, {mask});
+        }
+    }
+
+    // ===== one transformer layer
+    b.site = Site::Layer;
     // --- attention block (Korthikanti et al. 2022, Sec. 4.1: 11sbh + 5as^2b with dropout)
     const int x_in = b.tensor("layer_input", h, a, R);
-    b.elementwise("attn_norm", OpKind::Norm, R, norm_bytes, {x_in});
+    Builder::owns(b.elementwise("attn_norm", OpRole::AttnNorm, OpKind::Norm, R, norm_bytes, {x_in}), norm_params, base_trained,
+                  ShardClass::Norm, false);
     const int n1 = b.tensor("attn_norm_out", h, a, R);
-    b.gemm("q_proj", h, qd, TP, n1);
-    b.gemm("k_proj", h, kvd, TP, n1);
-    b.gemm("v_proj", h, kvd, TP, n1);
-    if (adapted(kLoraQ)) lora_adapter(b, "q_proj", t, n1, h, qd, R, a);
-    if (adapted(kLoraK)) lora_adapter(b, "k_proj", t, n1, h, kvd, R, a);
-    if (adapted(kLoraV)) lora_adapter(b, "v_proj", t, n1, h, kvd, R, a);
+    Builder::owns(b.gemm("q_proj", OpRole::QProj, h, qd, TP, n1), h * qd + bias(m.qkv_bias, qd), base_trained, ShardClass::Dense, true);
+    Builder::owns(b.gemm("k_proj", OpRole::KProj, h, kvd, TP, n1), h * kvd + bias(m.qkv_bias, kvd), base_trained, ShardClass::Dense, true);
+    Builder::owns(b.gemm("v_proj", OpRole::VProj, h, kvd, TP, n1), h * kvd + bias(m.qkv_bias, kvd), base_trained, ShardClass::Dense, true);
+    if (adapted(kLoraQ)) lora_adapter(b, "q_proj", t, n1, h, qd, R, a, 1, ShardClass::Dense);
+    if (adapted(kLoraK)) lora_adapter(b, "k_proj", t, n1, h, kvd, R, a, 1, ShardClass::Dense);
+    if (adapted(kLoraV)) lora_adapter(b, "v_proj", t, n1, h, kvd, R, a, 1, ShardClass::Dense);
     const int q = b.tensor("q", qd, a, TP);
     const int k = b.tensor("k", kvd, a, TP);
     const int v = b.tensor("v", kvd, a, TP);
     if (m.position == PositionKind::RoPE)
-        b.elementwise("rope", OpKind::Elementwise, TP, 2 * (qd + kvd) * a, {});  // saves only cos/sin tables
-    const int ctx = b.tensor("attn_context", qd, a, TP);
+        b.elementwise("rope", OpRole::Rope, OpKind::Elementwise, TP, 2 * (qd + kvd) * a, {});  // saves only cos/sin tables
+    int ctx = -1;
     if (t.flash_attention) {
         // FlashAttention keeps Q, K, V, the output and one fp32 log-sum-exp per
-        // row and head; no s x s matrix (Dao et al. 2022).
-        const int lse = b.tensor("attn_logsumexp", nh, 4.0, TP);
-        OpDef& fa = b.op("flash_attention", OpKind::FlashAttention, TP, {q, k, v, ctx, lse});
+        // row and head; no s x s matrix (Dao et al. 2022). It recomputes the
+        // scores inside its own backward: nothing for selective recompute to add.
+        OpDef& fa = b.op("flash_attention", OpRole::FlashAttention, OpKind::FlashAttention, TP, {q, k, v});
         fa.flops_per_token_sq = 4.0 * qd;  // QK^T and PV, 2 FLOPs per MAC each
         fa.hbm_bytes_per_token = (2 * qd + 2 * kvd) * a;
+        ctx = b.tensor("attn_context", qd, a, TP);
+        const int lse = b.tensor("attn_logsumexp", nh, 4.0, TP);
+        b.g.ops.back().saves.insert(b.g.ops.back().saves.end(), {ctx, lse});
         // Eager code moves Q, K, V into the kernel's layout and the output back
         // (transpose + contiguous copies: read and write each).
-        if (!fused) b.elementwise("attn_layout_copies", OpKind::Elementwise, TP, 2 * (2 * qd + 2 * kvd) * a, {});
+        if (!fused)
+            b.elementwise("attn_layout_copies", OpRole::AttnLayoutCopies, OpKind::Elementwise, TP, 2 * (2 * qd + 2 * kvd) * a, {});
     } else {
         // Eager attention: QK^T keeps Q and K; softmax keeps its output (2as^2b);
         // attention dropout keeps a mask (as^2b) and its output (2as^2b) for PV.
-        OpDef& qk = b.op("attn_scores", OpKind::AttentionScores, TP, {q, k});
+        // Selective recompute repeats exactly these four ops (Korthikanti Sec. 5).
+        OpDef& qk = b.op("attn_scores", OpRole::AttnScores, OpKind::AttentionScores, TP, {q, k});
         qk.flops_per_token_sq = 2.0 * qd;
-        const int probs = b.tensor("attn_probs", 0, a, TP, nh, true);
-        OpDef& sm = b.elementwise("attn_softmax", OpKind::Elementwise, TP, 0, {probs});
-        sm.hbm_bytes_per_token = 0;
+        qk.selective_recompute = true;
+        OpDef& sm = b.elementwise("attn_softmax", OpRole::AttnSoftmax, OpKind::Elementwise, TP, 0, {});
+        sm.hbm_bytes_per_token_sq = nh * 2 * a;  // read the scores, write the probabilities
+        sm.selective_recompute = true;
+        const int probs = b.output("attn_probs", 0, a, TP, nh);
+        b.g.ops.back().saves.push_back(probs);
         int pv_in = probs;
         if (dropout) {
-            const int mask = b.tensor("attn_dropout_mask", 0, 1.0, TP, nh, true);
-            pv_in = b.tensor("attn_dropout_out", 0, a, TP, nh, true);
-            b.elementwise("attn_dropout", OpKind::Dropout, TP, 0, {mask});
+            OpDef& dr = b.elementwise("attn_dropout", OpRole::AttnDropout, OpKind::Dropout, TP, 0, {});
+            dr.hbm_bytes_per_token_sq = nh * (2 * a + 1);  // read, write, mask
+            dr.selective_recompute = true;
+            const int mask = b.output("attn_dropout_mask", 0, 1.0, TP, nh);
+            pv_in = b.output("attn_dropout_out", 0, a, TP, nh);
+            b.g.ops.back().saves.push_back(mask);
         }
-        OpDef& pv = b.op("attn_values", OpKind::AttentionValues, TP, {pv_in, v});
+        OpDef& pv = b.op("attn_values", OpRole::AttnValues, OpKind::AttentionValues, TP, {pv_in, v});
         pv.flops_per_token_sq = 2.0 * qd;
+        pv.selective_recompute = true;
+        ctx = b.tensor("attn_context", qd, a, TP);
     }
-    b.gemm("o_proj", qd, h, TP, ctx);
-    if (adapted(kLoraO)) lora_adapter(b, "o_proj", t, ctx, qd, h, TP, a);
+    {
+        OpDef& o = b.gemm("o_proj", OpRole::OProj, qd, h, TP, ctx);
+        Builder::owns(o, qd * h + bias(m.out_bias, h), base_trained, ShardClass::Dense, true);
+        // Row-parallel output: all-reduce (or reduce-scatter with SP) of s b h
+        // (Megatron-LM; Korthikanti Sec. 4.2.2).
+        o.collectives.push_back({CollectiveKind::TensorParallel, h * a});
+    }
+    if (adapted(kLoraO)) lora_adapter(b, "o_proj", t, ctx, qd, h, TP, a, 1, ShardClass::Dense);
     if (m.norms_per_layer >= 4) {
         const int post = b.tensor("post_attn_norm_in", h, a, R);
-        b.elementwise("post_attn_norm", OpKind::Norm, R, norm_bytes, {post});
+        Builder::owns(b.elementwise("post_attn_norm", OpRole::PostAttnNorm, OpKind::Norm, R, norm_bytes, {post}), norm_params,
+                      base_trained, ShardClass::Norm, false);
     }
     if (dropout) {
         const int mask = b.tensor("attn_out_dropout_mask", h, 1.0, R);
-        b.elementwise("attn_out_dropout", OpKind::Dropout, R, 3 * h * a, {mask});
+        b.elementwise("attn_out_dropout", OpRole::AttnOutDropout, OpKind::Dropout, R, 3 * h * a, {mask});
     }
 
     // --- MLP block (Korthikanti: 19sbh with a 4h GELU MLP and dropout)
@@ -152,102 +259,147 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) {
     if (!m.parallel_block || m.norms_per_layer >= 2) {
         int norm_in = x_in;
         if (!m.parallel_block) {
+            b.elementwise("attn_residual_add", OpRole::AttnResidualAdd, OpKind::Elementwise, R, residual_bytes, {});
             norm_in = b.tensor("attn_residual_out", h, a, R);
-            b.elementwise("attn_residual_add", OpKind::Elementwise, R, residual_bytes, {});
         }
-        b.elementwise("mlp_norm", OpKind::Norm, R, norm_bytes, {norm_in});
+        Builder::owns(b.elementwise("mlp_norm", OpRole::MlpNorm, OpKind::Norm, R, norm_bytes, {norm_in}), norm_params, base_trained,
+                      ShardClass::Norm, false);
         mlp_in = b.tensor("mlp_norm_out", h, a, R);
     }
 
-    auto mlp = [&](const std::string& prefix, double ffn, double tokens_share) {
-        // tokens_share: expected fraction of this rank's tokens that pass through
-        // this MLP per token (1 for dense; top_k/E per expert under balanced routing).
-        const double f = ffn * tokens_share;
-        const double fscale = tokens_share;
+    // One MLP of `ffn` columns per copy, `copies` of them side by side (shared
+    // experts) or `copies` experts of which each token visits `rows` (routed).
+    auto mlp = [&](const std::string& prefix, double ffn, double copies, double rows, int groups, ShardClass cls) {
+        // rows: expected passes per token through this MLP (1 for dense and
+        // shared experts; top_k for the routed experts under balanced routing).
+        const double width = groups > 1 ? ffn : ffn * copies;  // GEMM columns one token sees per pass
+        const double f = width * rows;                            // activation columns per token
+        auto expertise = [&](OpDef& o) {
+            o.flops_per_token *= rows;
+            o.gemm_rows_per_token = rows;
+            o.gemm_groups = groups;
+        };
+        const double lora_copies = copies;
         if (m.gated()) {
-            OpDef& gu = b.gemm(prefix + "gate_up_proj", h, ffn, TP, mlp_in, 2);
-            gu.flops_per_token *= fscale;
-            if (adapted(kLoraGate)) lora_adapter(b, prefix + "gate_proj", t, mlp_in, h, ffn, R, a);
-            if (adapted(kLoraUp)) lora_adapter(b, prefix + "up_proj", t, mlp_in, h, ffn, R, a);
+            OpDef& gu = b.gemm(prefix + "gate_up_proj", OpRole::GateUpProj, h, width, TP, mlp_in, 2);
+            expertise(gu);
+            Builder::owns(gu, copies * (2 * h * ffn + bias(m.mlp_bias, 2 * ffn)), base_trained, cls, true);
+            if (adapted(kLoraGate)) lora_adapter(b, prefix + "gate_proj", t, mlp_in, h, ffn, R, a, lora_copies, cls);
+            if (adapted(kLoraUp)) lora_adapter(b, prefix + "up_proj", t, mlp_in, h, ffn, R, a, lora_copies, cls);
             const int gate = b.tensor(prefix + "gate", f, a, TP);
             const int up = b.tensor(prefix + "up", f, a, TP);
+            b.elementwise(prefix + "act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * a, {gate});
             const int act = b.tensor(prefix + "act", f, a, TP);
-            b.elementwise(prefix + "act_fn", OpKind::Elementwise, TP, 2 * f * a, {gate});
-            b.elementwise(prefix + "act_mul", OpKind::Elementwise, TP, 3 * f * a, {act, up});
+            b.elementwise(prefix + "act_mul", OpRole::ActMul, OpKind::Elementwise, TP, 3 * f * a, {act, up});
             const int prod = b.tensor(prefix + "act_x_up", f, a, TP);
-            OpDef& down = b.gemm(prefix + "down_proj", ffn, h, TP, prod);
-            down.flops_per_token *= fscale;
-            if (adapted(kLoraDown)) lora_adapter(b, prefix + "down_proj", t, prod, ffn, h, TP, a);
+            OpDef& down = b.gemm(prefix + "down_proj", OpRole::DownProj, width, h, TP, prod);
+            expertise(down);
+            Builder::owns(down, copies * (ffn * h + bias(m.mlp_bias, h)), base_trained, cls, true);
+            if (adapted(kLoraDown)) lora_adapter(b, prefix + "down_proj", t, prod, ffn, h, TP, a, lora_copies, cls);
         } else {
-            OpDef& up = b.gemm(prefix + "fc1", h, ffn, TP, mlp_in);
-            up.flops_per_token *= fscale;
-            if (adapted(kLoraUp)) lora_adapter(b, prefix + "fc1", t, mlp_in, h, ffn, R, a);
+            OpDef& up = b.gemm(prefix + "fc1", OpRole::UpProj, h, width, TP, mlp_in);
+            expertise(up);
+            Builder::owns(up, copies * (h * ffn + bias(m.mlp_bias, ffn)), base_trained, cls, true);
+            if (adapted(kLoraUp)) lora_adapter(b, prefix + "fc1", t, mlp_in, h, ffn, R, a, lora_copies, cls);
             const int fc1 = b.tensor(prefix + "fc1_out", f, a, TP);
-            b.elementwise(prefix + "act_fn", OpKind::Elementwise, TP, 2 * f * a, {fc1});
+            b.elementwise(prefix + "act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * a, {fc1});
             const int act = b.tensor(prefix + "act_out", f, a, TP);
-            OpDef& down = b.gemm(prefix + "fc2", ffn, h, TP, act);
-            down.flops_per_token *= fscale;
-            if (adapted(kLoraDown)) lora_adapter(b, prefix + "fc2", t, act, ffn, h, TP, a);
+            OpDef& down = b.gemm(prefix + "fc2", OpRole::DownProj, width, h, TP, act);
+            expertise(down);
+            Builder::owns(down, copies * (ffn * h + bias(m.mlp_bias, h)), base_trained, cls, true);
+            if (adapted(kLoraDown)) lora_adapter(b, prefix + "fc2", t, act, ffn, h, TP, a, lora_copies, cls);
         }
     };
 
     if (m.is_moe()) {
         const double E = m.moe.num_experts;
         const double k_top = m.moe.top_k;
-        OpDef& router = b.gemm("router", h, E, R, mlp_in);
+        OpDef& router = b.gemm("router", OpRole::Router, h, E, R, mlp_in);
         router.kind = OpKind::Router;
+        Builder::owns(router, h * E, base_trained, ShardClass::Dense, false);  // replicated on every TP rank
+        OpDef& topk = b.elementwise("router_softmax_topk", OpRole::RouterTopK, OpKind::Elementwise, R, E * 8, {});
+        // Dispatch: each token goes to its top-k experts over the EP group.
+        topk.collectives.push_back({CollectiveKind::ExpertAllToAll, h * a * k_top});
         const int logits = b.tensor("router_probs", E, 4.0, R);
-        b.elementwise("router_softmax_topk", OpKind::Router, R, E * 8, {logits});
+        topk.saves.push_back(logits);
         // Each token is copied to its top-k experts (the dispatched copy is kept
         // for the experts' weight gradients, the expert outputs for the combine).
         const int dispatched = b.tensor("moe_dispatched", h * k_top, a, R);
-        (void)dispatched;
-        // Expected share of tokens per expert is top_k / E; E experts => top_k
-        // MLP passes per token in total.
         const int saved_in = mlp_in;
         mlp_in = dispatched;
-        for (int e = 0; e < 1; ++e) mlp("experts.", static_cast<double>(m.moe.expert_ffn), k_top);
+        // E experts, each token through top_k of them (balanced routing: each
+        // expert sees tokens x top_k / E rows).
+        mlp("experts.", static_cast<double>(m.moe.expert_ffn), E, k_top, static_cast<int>(E), ShardClass::Expert);
         if (m.moe.shared_experts > 0) {
             mlp_in = saved_in;
-            mlp("shared_experts.", static_cast<double>(m.moe.shared_expert_ffn) * m.moe.shared_experts, 1.0);
+            mlp("shared_experts.", static_cast<double>(m.moe.shared_expert_ffn), m.moe.shared_experts, 1.0, 1, ShardClass::Dense);
         }
         const int combined = b.tensor("moe_expert_out", h * k_top, a, R);
-        b.elementwise("moe_combine", OpKind::Elementwise, R, 2 * h * k_top * a, {combined});
+        OpDef& comb = b.elementwise("moe_combine", OpRole::MoeCombine, OpKind::Elementwise, R, 2 * h * k_top * a, {combined});
+        comb.collectives.push_back({CollectiveKind::ExpertAllToAll, h * a * k_top});
+        comb.collectives.push_back({CollectiveKind::TensorParallel, h * a});  // the MLP block's TP all-reduce
     } else {
-        mlp("", static_cast<double>(m.ffn), 1.0);
+        mlp("", static_cast<double>(m.ffn), 1, 1.0, 1, ShardClass::Dense);
+        for (auto it = b.g.ops.rbegin(); it != b.g.ops.rend(); ++it)
+            if (it->role == OpRole::DownProj) {
+                it->collectives.push_back({CollectiveKind::TensorParallel, h * a});
+                break;
+            }
     }
     if (m.norms_per_layer >= 4) {
         const int post = b.tensor("post_mlp_norm_in", h, a, R);
-        b.elementwise("post_mlp_norm", OpKind::Norm, R, norm_bytes, {post});
+        Builder::owns(b.elementwise("post_mlp_norm", OpRole::PostMlpNorm, OpKind::Norm, R, norm_bytes, {post}), norm_params,
+                      base_trained, ShardClass::Norm, false);
     }
     if (dropout) {
         const int mask = b.tensor("mlp_out_dropout_mask", h, 1.0, R);
-        b.elementwise("mlp_out_dropout", OpKind::Dropout, R, 3 * h * a, {mask});
+        b.elementwise("mlp_out_dropout", OpRole::MlpOutDropout, OpKind::Dropout, R, 3 * h * a, {mask});
     }
-    b.elementwise("mlp_residual_add", OpKind::Elementwise, R, residual_bytes, {});
+    b.elementwise("mlp_residual_add", OpRole::MlpResidualAdd, OpKind::Elementwise, R, residual_bytes, {});
 
-    // Frozen base weights (LoRA / QLoRA) have no weight gradient.
-    if (lora)
-        for (OpDef& o : b.g.ops)
-            if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = false;
-
-    // --- stored bytes per recompute policy: a tensor counts once however many
-    // ops keep it.
-    std::vector<char> saved(b.g.tensors.size(), 0);
-    for (const OpDef& o : b.g.ops)
-        for (int i : o.saves) saved[static_cast<size_t>(i)] = 1;
-    for (size_t i = 0; i < b.g.tensors.size(); ++i) {
-        if (!saved[i]) continue;
-        const TensorDef& td = b.g.tensors[i];
-        for (ActivationCoeffs* c : {&b.g.stored_none, &b.g.stored_selective}) {
-            if (c == &b.g.stored_selective && td.attention_core) continue;
-            const double per_tok = td.elems_per_token * td.bytes_per_elem;
-            (td.split == Split::Replicated ? c->replicated : c->tensor_parallel) += per_tok;
-            c->squared += td.elems_per_token_sq * td.bytes_per_elem;
-        }
+    // ===== last stage: final norm, LM head, loss
+    b.site = Site::Last;
+    int head_in = b.tensor("final_norm_in", h, a, R);
+    if (m.final_norm) {
+        Builder::owns(b.elementwise("final_norm", OpRole::FinalNorm, OpKind::Norm, R, norm_bytes, {head_in}), norm_params, base_trained,
+                      ShardClass::Norm, false);
+        head_in = b.tensor("lm_head_in", h, a, R);
     }
+    {
+        // A matmul of h x V/t (vocabulary-parallel), also when tied to the
+        // embedding; Transformer Engine keeps it in 16-bit under fp8.
+        OpDef& head = b.gemm("lm_head", OpRole::LmHead, h, V, TP, head_in);
+        head.fp8_gemm = false;
+        Builder::owns(head, (m.tied_embeddings ? 0.0 : V * h) + bias(m.lm_head_bias, V), base_trained, ShardClass::Embedding, true);
+        if (m.tied_embeddings) head.weight.tied_copy = true;  // the shared matrix: copied here when pp > 1
+    }
+    {
+        // Logits in the activation dtype plus the fp32 copy the softmax /
+        // cross-entropy works on (a real peak for 128K vocabularies); the loss
+        // reads the logits, writes the fp32 probabilities and the fp32 gradient.
+        const int logits = b.tensor("logits", V, a, TP);
+        b.g.tensors.back().logits = true;
+        OpDef& loss = b.elementwise("loss", OpRole::Loss, OpKind::Elementwise, TP, V * (a + 4 + 4), {logits});
+        loss.bwd_hbm_factor = 1;
+        const int fp32 = b.tensor("logits_fp32", V, 4.0, TP);
+        b.g.tensors.back().logits = true;
+        b.g.ops.back().saves.push_back(fp32);
+    }
+
+    // --- stored bytes per recompute policy
+    StepGraph& g = b.g;
+    g.stored_none = saved_coeffs(g, Site::Layer, false, false);
+    g.stored_selective = saved_coeffs(g, Site::Layer, true, false);
     // Full recompute keeps only each layer's input (2sbh; Korthikanti Sec. 4.2).
-    b.g.stored_full.replicated = h * a;
+    g.stored_full.replicated = h * a;
+    g.stored_first = saved_coeffs(g, Site::First, false, false);
+    g.stored_last = saved_coeffs(g, Site::Last, false, false);
+    g.logits = saved_coeffs(g, Site::Last, false, true);
+    for (const OpDef& o : g.ops)
+        if (o.site == Site::Layer && o.selective_recompute) g.selective_flops_per_token_sq += o.flops_per_token_sq;
+    // Frozen base weights (LoRA / QLoRA) have no weight gradient.
+    for (OpDef& o : g.ops)
+        if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = !lora;
     return std::move(b.g);
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "trainplan/opgraph.hpp"
+#include "trainplan/sharding.hpp"
 #include "trainplan/training.hpp"
 
 namespace trainplan {
@@ -46,6 +47,8 @@ struct ModelStates {
     [[nodiscard]] double total() const { return weights + gradients + optimizer; }
 };
 [[nodiscard]] ModelStates model_states(double params, const TrainingSetup& t, double shard);
+// The same with the divisors of a ShardPlan.
+[[nodiscard]] ModelStates model_states(double params, const BytesPerParam& b, const StateDivisors& d);
 
 struct MemoryBreakdown {
     double weights = 0;
@@ -86,7 +89,9 @@ struct MemoryEstimate {
 // fewer micro-batches in flight).
 [[nodiscard]] int layers_on_stage(std::int64_t layers, int pp, int stage);
 
-// Trainable parameters of LoRA adapters in one layer (before TP).
+// Trainable parameters of LoRA adapters in one layer (before TP), counted from
+// the shapes: the cross-check of the step graph's adapter weights (as
+// count_params is for the base), not used by the estimates.
 [[nodiscard]] std::int64_t lora_params_per_layer(const ModelSpec& m, const LoraConfig& l);
 
 // Evaluates memory. With all_stages = false only the distinct stage kinds are

@@ -5,13 +5,16 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "trainplan/memory.hpp"
 #include "trainplan/opgraph.hpp"
+#include "trainplan/result.hpp"
 
 namespace trainplan {
 
-// Efficiency factors per GPU family and op kind, each with its source (time.cpp).
+// Efficiency factors per GPU family and op kind: the GPU preset's measured
+// figures where given, else the policy defaults (data/defaults.toml, sourced).
 struct Efficiencies {
     double gemm = 0;             // achievable fraction of dense peak for large GEMMs
     double hbm = 0;              // achievable fraction of HBM bandwidth
@@ -40,6 +43,8 @@ struct TimeBreakdown {
     double memory_bound_s = 0;   // part of compute_s spent in HBM-bandwidth-bound (element-wise) ops
     double tp_comm_s = 0, pp_comm_s = 0, dp_comm_s = 0, ep_comm_s = 0;  // totals before overlap
     double dp_exposed_s = 0;
+    // Data-parallel traffic per rank per step (NCCL ring volumes), on each tier.
+    double dp_intra_bytes = 0, dp_inter_bytes = 0;
     double thermal_s = 0;        // part of compute_s caused by sustained_clock < 1
 };
 
@@ -71,6 +76,9 @@ struct TimeEstimate {
     Placement placement;
     double single_gpu_step_s = 0;   // the same per-GPU work with no communication or bubble
     double scaling_efficiency = 1;  // single_gpu_step_s / step_s
+    // Warnings about the inputs (e.g. a GPU architecture with no policy row:
+    // names the fallback used). Front ends print them.
+    std::vector<Diagnostic> warnings;
 };
 
 // The scenario must be valid (validate()).

@@ -1,0 +1,76 @@
+// Policy as data: the defaults the model uses where a preset gives no measured
+// figure (fallback efficiencies, attention efficiency per architecture x kernel,
+// kernel launch gap, link-kind efficiencies and latencies, default inter-node
+// fabric per GPU generation, power and offload factors). They live, each with
+// its source, in data/defaults.toml, which the build embeds; core parses it
+// once (no file I/O at run time). One accessor per fact.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainplan/hardware.hpp"
+#include "trainplan/result.hpp"
+#include "trainplan/training.hpp"
+
+namespace trainplan {
+
+struct LinkDefaults {
+    double efficiency = 0;  // achieved bus bandwidth / link bandwidth
+    double latency_s = 0;   // per ring step
+};
+
+struct AttentionEfficiency {
+    double value = 0;            // fraction of the 16-bit peak
+    std::string architecture;    // the table row used
+    bool fallback = false;       // the GPU's architecture has no row: `architecture` is the fallback
+};
+
+class Policy {
+public:
+    double gemm_efficiency = 0;      // large-GEMM fraction of peak, when the GPU preset has none
+    double hbm_efficiency = 0;       // HBM fraction, when the GPU preset has none
+    double kernel_overhead_s = 0;    // launch gap per kernel
+    double board_fraction_of_tdp = 0;
+    double node_overhead_fraction_of_tdp = 0;
+    double fallback_tdp_w = 0;
+    double cpu_adam_params_per_s_per_node = 0;
+    double nvme_bytes_per_s = 0;
+
+    [[nodiscard]] const LinkDefaults& link(LinkKind k, bool p2p) const;
+    [[nodiscard]] AttentionEfficiency attention(const std::string& architecture, AttentionKernel k) const;
+    [[nodiscard]] bool knows_architecture(const std::string& architecture) const;
+    [[nodiscard]] const std::string& fallback_architecture() const { return fallback_arch_; }
+    // Host <-> GPU copy bandwidth over PCIe of a generation.
+    [[nodiscard]] double pcie_bytes_per_s(int generation) const;
+    // Link preset between nodes when a scenario names none.
+    [[nodiscard]] std::string inter_node_link_id(const GpuSpec& g) const;
+
+    // Parses the defaults file (the embedded one by default); errors name the key.
+    [[nodiscard]] static Result<Policy> parse(const std::string& toml_text, const std::string& filename);
+
+private:
+    struct Attn { double flash1 = 0, flash2 = 0, flash3 = 0; };
+    std::vector<std::pair<std::string, Attn>> attention_;
+    std::string fallback_arch_;
+    LinkDefaults nvlink_, nvswitch_, pcie_p2p_, pcie_no_p2p_, ib_, roce_, eth_, if_;
+    double pcie5_ = 0, pcie4_ = 0, pcie3_ = 0;
+    std::vector<std::pair<std::string, std::string>> inter_node_;
+    std::string inter_fallback_, inter_consumer_;
+};
+
+// The embedded data/defaults.toml, parsed once.
+[[nodiscard]] const Policy& policy();
+// Its text (for tests and `trainplan` to show where a default comes from).
+[[nodiscard]] const std::string& embedded_defaults_toml();
+
+// The one accessor callers use for the fabric default.
+[[nodiscard]] inline std::string default_inter_node_link_id(const GpuSpec& g) { return policy().inter_node_link_id(g); }
+
+// A warning when the GPU's architecture string has no row in the policy table:
+// names the architecture and the fallback whose figures are used. Empty when known.
+[[nodiscard]] std::optional<Diagnostic> architecture_warning(const GpuSpec& g);
+
+}  // namespace trainplan

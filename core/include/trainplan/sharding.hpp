@@ -1,0 +1,69 @@
+// ShardPlan: one function from a scenario to how every parameter-sized state is
+// divided across GPUs (TP, PP, EP, ZeRO 0-3, FSDP full / grad-op / hybrid /
+// none) and which tier each process group spans. Memory and time both use it.
+#pragma once
+
+#include "trainplan/opgraph.hpp"
+#include "trainplan/training.hpp"
+
+namespace trainplan {
+
+// The slowest link a process group crosses.
+enum class Tier {
+    Local,      // a group of one rank: no communication
+    IntraNode,  // NVLink / NVSwitch / PCIe / Infinity Fabric inside one node
+    InterNode,  // the network between nodes
+};
+[[nodiscard]] const char* to_string(Tier t);
+
+struct ProcessGroup {
+    int size = 1;      // ranks
+    int per_node = 1;  // of them sharing one node
+    int nodes = 1;     // nodes it spans
+    Tier tier = Tier::Local;
+};
+
+// Divisors of the per-GPU copy of each state, applied after the TP (and, for
+// experts, EP) split of the weights: 1 = every rank of the group keeps all of it.
+struct StateDivisors {
+    double weights = 1, gradients = 1, optimizer = 1;  // optimizer includes the fp32 master copy
+};
+
+// ZeRO (Rajbhandari et al. 2020, Sec. 5): stage 1 shards the optimizer states
+// over `shard` ranks, stage 2 also the gradients, stage 3 also the weights.
+[[nodiscard]] StateDivisors zero_divisors(int zero_stage, double shard);
+
+struct ShardPlan {
+    int tp = 1, pp = 1, dp = 1, ep = 1;
+    StateDivisors dense;   // dense, embedding and norm weights (over the shard group)
+    StateDivisors expert;  // routed experts (over the shard group's expert-data-parallel part)
+    ProcessGroup tp_group, pp_group, dp_group, ep_group;
+    // Ranks one ZeRO / FSDP shard is spread over: the data-parallel group, or
+    // the data-parallel ranks of one node under FSDP HYBRID_SHARD.
+    ProcessGroup shard_group;
+    // Hybrid sharding: the ranks that hold the same shard on other nodes and
+    // all-reduce its gradients (size 1 otherwise).
+    ProcessGroup replica_group;
+    int expert_shard = 1;       // expert states: shard group / EP
+    bool gathers_weights = false;  // weights sharded (ZeRO-3 / FSDP full or hybrid) over > 1 rank
+    bool hybrid = false;
+};
+
+// The scenario must be valid (validate()).
+[[nodiscard]] ShardPlan shard_plan(const Scenario& s);
+
+// Parameters one GPU holds for a pipeline stage of `layers` layers (with the
+// embedding side if `first`, the head side if `last`), after the TP split (and
+// EP for routed experts), before ZeRO / FSDP sharding: the graph's weights,
+// walked once. A tied embedding's copy counts on the last stage when pp > 1.
+struct StageParams {
+    double dense = 0, expert = 0;                   // all weights (dense includes embeddings and norms)
+    double trainable_dense = 0, trainable_expert = 0;
+    double frozen_linear_dense = 0, frozen_linear_expert = 0;  // frozen base linear layers (QLoRA: 4-bit)
+    double frozen_other = 0;                        // frozen norms, embeddings, router
+    [[nodiscard]] double total() const { return dense + expert; }
+    [[nodiscard]] double trainable() const { return trainable_dense + trainable_expert; }
+};
+[[nodiscard]] StageParams stage_params(const StepGraph& g, const ShardPlan& p, double layers, bool first, bool last);
+
+}  // namespace trainplan

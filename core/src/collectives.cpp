@@ -1,0 +1,46 @@
+#include "trainplan/collectives.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainplan/policy.hpp"
+
+namespace trainplan {
+
+LinkCost link_cost(const LinkSpec& l) {
+    const LinkDefaults& d = policy().link(l.kind, l.p2p);
+    const double eff = l.efficiency > 0 ? l.efficiency : d.efficiency;
+    const double lat = l.latency_s > 0 ? l.latency_s : d.latency_s;
+    return {l.bandwidth_Bps * eff, lat};
+}
+
+TierCosts tier_costs(const ClusterSpec& c) {
+    TierCosts t{link_cost(c.intra_node), link_cost(c.inter_node)};
+    // Each GPU drives its share of the node's NICs.
+    const int nics = c.nics_per_node > 0 ? c.nics_per_node : c.gpus_per_node;
+    t.inter.bus_Bps *= static_cast<double>(nics) / std::max(1, c.gpus_per_node);
+    return t;
+}
+
+double allreduce_bytes(double bytes, int n) { return n <= 1 ? 0 : 2.0 * (n - 1) / n * bytes; }
+double allgather_bytes(double bytes, int n) { return n <= 1 ? 0 : 1.0 * (n - 1) / n * bytes; }
+double reducescatter_bytes(double bytes, int n) { return allgather_bytes(bytes, n); }
+
+double allreduce_s(double bytes, int n, const LinkCost& c) {
+    if (n <= 1 || bytes <= 0) return 0;
+    const double steps = std::min(2.0 * (n - 1), 2.0 * std::ceil(std::log2(static_cast<double>(n))) + 2);
+    return steps * c.latency_s + allreduce_bytes(bytes, n) / c.bus_Bps;
+}
+double allgather_s(double bytes, int n, const LinkCost& c) {
+    if (n <= 1 || bytes <= 0) return 0;
+    const double steps = std::min(1.0 * (n - 1), std::ceil(std::log2(static_cast<double>(n))) + 1);
+    return steps * c.latency_s + allgather_bytes(bytes, n) / c.bus_Bps;
+}
+double reducescatter_s(double bytes, int n, const LinkCost& c) { return allgather_s(bytes, n, c); }
+
+double alltoall_s(double bytes, int n, const LinkCost& c) {
+    if (n <= 1 || bytes <= 0) return 0;
+    return c.latency_s * (n - 1) + bytes * (n - 1) / n / c.bus_Bps;
+}
+
+}  // namespace trainplan

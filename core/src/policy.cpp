@@ -1,0 +1,198 @@
+#include "trainplan/policy.hpp"
+
+#include <cassert>
+#include <cstdlib>
+#include <toml++/toml.h>
+
+namespace trainplan {
+
+// Defined in the generated defaults_toml.cpp (core/CMakeLists.txt).
+extern const char* const kEmbeddedDefaultsToml;
+
+namespace {
+
+class Reader {
+public:
+    Reader(const toml::table& root, std::string file) : root_(root), file_(std::move(file)) {}
+    std::vector<Diagnostic> errs;
+
+    double number(const toml::table& t, const std::string& section, const std::string& key) {
+        const toml::node* n = t.get(key);
+        if (n && (n->is_floating_point() || n->is_integer())) {
+            const double v = n->is_integer() ? static_cast<double>(n->as_integer()->get()) : n->as_floating_point()->get();
+            if (v > 0) return v;
+            fail(n, section + "." + key, section + "." + key + " = " + std::to_string(v) + " must be > 0");
+            return 0;
+        }
+        fail(n, section + "." + key, section + "." + key + (n ? " must be a number" : " is missing"));
+        return 0;
+    }
+    std::string string(const toml::table& t, const std::string& section, const std::string& key) {
+        const toml::node* n = t.get(key);
+        if (n && n->is_string()) return n->as_string()->get();
+        fail(n, section + "." + key, section + "." + key + (n ? " must be a string" : " is missing"));
+        return {};
+    }
+    const toml::table& table(const std::string& key) {
+        static const toml::table empty;
+        if (const toml::table* t = root_.get_as<toml::table>(key)) return *t;
+        errs.push_back({file_, 0, 0, key, "[" + key + "] is missing"});
+        return empty;
+    }
+    const toml::table& sub(const toml::table& t, const std::string& section, const std::string& key) {
+        static const toml::table empty;
+        if (const toml::table* s = t.get_as<toml::table>(key)) return *s;
+        fail(t.get(key), section + "." + key, section + "." + key + " must be a table");
+        return empty;
+    }
+
+private:
+    void fail(const toml::node* n, const std::string& key, std::string msg) {
+        Diagnostic d{file_, 0, 0, key, std::move(msg)};
+        if (n) {
+            d.line = static_cast<int>(n->source().begin.line);
+            d.column = static_cast<int>(n->source().begin.column);
+        }
+        errs.push_back(std::move(d));
+    }
+    const toml::table& root_;
+    std::string file_;
+};
+
+}  // namespace
+
+Result<Policy> Policy::parse(const std::string& text, const std::string& filename) {
+    toml::table root;
+    try {
+        root = toml::parse(text, filename);
+    } catch (const toml::parse_error& e) {
+        return Diagnostic{filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
+                          std::string(e.description())};
+    }
+    Reader r(root, filename);
+    Policy p;
+    const toml::table& eff = r.table("efficiency");
+    p.gemm_efficiency = r.number(eff, "efficiency", "gemm");
+    p.hbm_efficiency = r.number(eff, "efficiency", "hbm");
+    p.kernel_overhead_s = r.number(eff, "efficiency", "kernel_overhead_us") * 1e-6;
+
+    const toml::table& attn = r.table("attention");
+    p.fallback_arch_ = r.string(attn, "attention", "fallback_architecture");
+    for (const auto& [k, v] : attn) {
+        if (!v.is_table()) continue;
+        const std::string arch(k.str());
+        const toml::table& row = *v.as_table();
+        const std::string sec = "attention." + arch;
+        p.attention_.push_back({arch, {r.number(row, sec, "flash1"), r.number(row, sec, "flash2"), r.number(row, sec, "flash3")}});
+    }
+    if (!p.knows_architecture(p.fallback_arch_))
+        r.errs.push_back({filename, 0, 0, "attention.fallback_architecture",
+                          "attention.fallback_architecture = \"" + p.fallback_arch_ + "\" has no row in [attention]"});
+
+    const toml::table& link = r.table("link");
+    auto ld = [&](const char* key) {
+        const toml::table& row = r.sub(link, "link", key);
+        const std::string sec = std::string("link.") + key;
+        return LinkDefaults{r.number(row, sec, "efficiency"), r.number(row, sec, "latency_us") * 1e-6};
+    };
+    p.nvlink_ = ld("nvlink");
+    p.nvswitch_ = ld("nvswitch");
+    p.pcie_p2p_ = ld("pcie_p2p");
+    p.pcie_no_p2p_ = ld("pcie_no_p2p");
+    p.ib_ = ld("infiniband");
+    p.roce_ = ld("roce");
+    p.eth_ = ld("ethernet");
+    p.if_ = ld("infinityfabric");
+
+    const toml::table& inter = r.table("inter_node");
+    p.inter_fallback_ = r.string(inter, "inter_node", "fallback");
+    p.inter_consumer_ = r.string(inter, "inter_node", "consumer");
+    for (const auto& [k, v] : inter) {
+        const std::string key(k.str());
+        if (key == "fallback" || key == "consumer") continue;
+        p.inter_node_.push_back({key, r.string(inter, "inter_node", key)});
+    }
+
+    const toml::table& power = r.table("power");
+    p.board_fraction_of_tdp = r.number(power, "power", "board_fraction_of_tdp");
+    p.node_overhead_fraction_of_tdp = r.number(power, "power", "node_overhead_fraction_of_tdp");
+    p.fallback_tdp_w = r.number(power, "power", "fallback_tdp_w");
+
+    const toml::table& off = r.table("offload");
+    p.cpu_adam_params_per_s_per_node = r.number(off, "offload", "cpu_adam_params_per_s_per_node");
+    p.pcie5_ = r.number(off, "offload", "pcie_gen5_bytes_per_s");
+    p.pcie4_ = r.number(off, "offload", "pcie_gen4_bytes_per_s");
+    p.pcie3_ = r.number(off, "offload", "pcie_gen3_bytes_per_s");
+    p.nvme_bytes_per_s = r.number(off, "offload", "nvme_bytes_per_s");
+
+    if (!r.errs.empty()) return Error(std::move(r.errs));
+    return p;
+}
+
+const LinkDefaults& Policy::link(LinkKind k, bool p2p) const {
+    switch (k) {
+        case LinkKind::NVLink: return nvlink_;
+        case LinkKind::NVSwitch: return nvswitch_;
+        case LinkKind::PCIe: return p2p ? pcie_p2p_ : pcie_no_p2p_;
+        case LinkKind::InfiniBand: return ib_;
+        case LinkKind::RoCE: return roce_;
+        case LinkKind::Ethernet: return eth_;
+        case LinkKind::InfinityFabric: return if_;
+    }
+    return eth_;
+}
+
+bool Policy::knows_architecture(const std::string& arch) const {
+    for (const auto& [name, a] : attention_)
+        if (name == arch) return true;
+    return false;
+}
+
+AttentionEfficiency Policy::attention(const std::string& arch, AttentionKernel k) const {
+    const Attn* row = nullptr;
+    const Attn* fb = nullptr;
+    for (const auto& [name, a] : attention_) {
+        if (name == arch) row = &a;
+        if (name == fallback_arch_) fb = &a;
+    }
+    AttentionEfficiency e;
+    e.fallback = row == nullptr;
+    e.architecture = row ? arch : fallback_arch_;
+    const Attn& a = row ? *row : *fb;
+    e.value = k == AttentionKernel::Flash1 ? a.flash1 : k == AttentionKernel::Flash2 ? a.flash2 : a.flash3;
+    return e;
+}
+
+double Policy::pcie_bytes_per_s(int gen) const { return gen >= 5 ? pcie5_ : gen == 4 ? pcie4_ : pcie3_; }
+
+std::string Policy::inter_node_link_id(const GpuSpec& g) const {
+    for (const auto& [arch, id] : inter_node_)
+        if (arch == g.architecture) return id;
+    return g.consumer ? inter_consumer_ : inter_fallback_;
+}
+
+const std::string& embedded_defaults_toml() {
+    static const std::string s(kEmbeddedDefaultsToml);
+    return s;
+}
+
+const Policy& policy() {
+    static const Policy p = [] {
+        auto r = Policy::parse(embedded_defaults_toml(), "data/defaults.toml");
+        // The file is ours and checked by the test suite; a broken one is a build bug.
+        assert(r.has_value());
+        if (!r) std::abort();
+        return std::move(r).value();
+    }();
+    return p;
+}
+
+std::optional<Diagnostic> architecture_warning(const GpuSpec& g) {
+    if (policy().knows_architecture(g.architecture)) return std::nullopt;
+    const std::string& fb = policy().fallback_architecture();
+    return Diagnostic{"", 0, 0, "architecture",
+                      "GPU " + (g.id.empty() ? g.name : g.id) + ": architecture = \"" + g.architecture +
+                          "\" is not in data/defaults.toml [attention]; using the \"" + fb + "\" attention efficiencies"};
+}
+
+}  // namespace trainplan
