@@ -23,6 +23,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     setup_advise(*app.add_subcommand("advise", "Diagnose the bottleneck (from the model and what you observe) and rank remedies"), advise);
     ValidateOptions validate;
     setup_validate(*app.add_subcommand("validate", "Accuracy against published measurements (exit 1 beyond the budgets)"), validate);
+    CalibrateOptions_ calibrate;
+    setup_calibrate(*app.add_subcommand("calibrate", "Fit efficiency factors to your own measured runs; write a calibration profile"), calibrate);
     ListOptions models, gpus, links, nodes;
     setup_list(*app.add_subcommand("models", "List model presets"), models);
     setup_list(*app.add_subcommand("gpus", "List GPU presets"), gpus);
@@ -60,6 +62,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         if (app.got_subcommand("size")) return run_size(size, out, err);
         if (app.got_subcommand("advise")) return run_advise(advise, out, err);
         if (app.got_subcommand("validate")) return run_validate(validate, out, err);
+        if (app.got_subcommand("calibrate")) return run_calibrate(calibrate, out, err);
         if (app.got_subcommand("models")) return run_models(models, out, err);
         if (app.got_subcommand("gpus")) return run_gpus(gpus, out, err);
         if (app.got_subcommand("links")) return run_links(links, out, err);

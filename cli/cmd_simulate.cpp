@@ -1,8 +1,11 @@
 #include <fmt/format.h>
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "trainplan/intervals.hpp"
 #include "trainplan/app/format.hpp"
 #include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
@@ -85,6 +88,16 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     const TimeBreakdown& t = te.time;
     const Throughput& th = te.throughput;
     const CostEstimate& c = te.cost;
+    // Prediction intervals (issue 13): P10 / P90 of measured / predicted on the
+    // validation cases of the matching regime (intervals.hpp); absent without them.
+    std::optional<RatioBand> tband, mband;
+    if (auto table = interval_table(packaged_validation_sources(presets), presets); table && !table->entries.empty()) {
+        tband = table->band(BandKind::StepTime, s);
+        mband = table->band(BandKind::Memory, s);
+    }
+    auto range = [](const std::optional<RatioBand>& b, double v, const std::function<std::string(double)>& f) {
+        return b && b->n > 0 ? fmt::format(" ({}-{})", f(v * b->p10), f(v * b->p90)) : std::string();
+    };
 
     if (o.json) {
         nlohmann::json j = scenario_json(s);
@@ -101,6 +114,23 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
         j["cost"] = {{"tokens", s.run.tokens_to_train}, {"train_time_s", c.train_time_s}, {"gpu_hours", c.gpu_hours},
                      {"energy_kwh", c.energy_kwh}, {"energy_cost_usd", c.energy_cost_usd}, {"rent_cost_usd", c.rent_cost_usd},
                      {"purchase_cost_usd", c.purchase_cost_usd}, {"power_w", c.power_w}};
+        if (tband && tband->n > 0) {
+            // Rates scale with 1 / step time, so their P10 comes from the step's P90.
+            j["time"]["step_s_p10"] = t.step_s * tband->p10;
+            j["time"]["step_s_p90"] = t.step_s * tband->p90;
+            j["throughput"]["tokens_per_s_p10"] = th.tokens_per_s / tband->p90;
+            j["throughput"]["tokens_per_s_p90"] = th.tokens_per_s / tband->p10;
+            j["throughput"]["mfu_p10"] = th.mfu / tband->p90;
+            j["throughput"]["mfu_p90"] = th.mfu / tband->p10;
+            j["cost"]["train_time_s_p10"] = c.train_time_s * tband->p10;
+            j["cost"]["train_time_s_p90"] = c.train_time_s * tband->p90;
+            j["intervals"]["time"] = {{"regime", tband->regime}, {"cases", tband->n}, {"p10_ratio", tband->p10}, {"p90_ratio", tband->p90}};
+        }
+        if (mband && mband->n > 0) {
+            j["memory"]["total_bytes_p10"] = mem.peak().total * mband->p10;
+            j["memory"]["total_bytes_p90"] = mem.peak().total * mband->p90;
+            j["intervals"]["memory"] = {{"regime", mband->regime}, {"cases", mband->n}, {"p10_ratio", mband->p10}, {"p90_ratio", mband->p90}};
+        }
         out << j.dump(2) << '\n';
         return 0;
     }
@@ -117,7 +147,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
 
     out << fmt::format("{}{} on {}\n", s.model.name, s.model.approximate ? " [approximate]" : "", describe_hardware(s));
     out << "setup: " << describe_setup(s) << "\n";
-    out << fmt::format("memory: {} of {} per GPU ({})\n\n", gb(mem.peak().total), gb(mem.peak().capacity),
+    out << fmt::format("memory: {}{} of {} per GPU ({})\n\n", gb(mem.peak().total), range(mband, mem.peak().total, gb), gb(mem.peak().capacity),
                        mem.peak().fits() ? "fits" : "DOES NOT FIT -- see trainplan fit");
     auto row = [&](const char* name, double v, const std::string& note) {
         out << fmt::format("  {:<15}{:>12} {:>6.1f} %   {}\n", name, secs(v), 100.0 * v / t.step_s, note);
@@ -136,7 +166,10 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     row("offload", t.offload_s, t.offload_s > 0 ? "CPU optimizer + PCIe transfers" : "");
     row("data stall", t.data_s, s.run.loader_workers > 0 ? fmt::format("{} workers per GPU", s.run.loader_workers) : "pre-tokenized data assumed");
     out << "  " << std::string(27, '-') << '\n';
-    out << fmt::format("  {:<15}{:>12}\n", "step", secs(t.step_s));
+    out << fmt::format("  {:<15}{:>12}{}\n", "step", secs(t.step_s), range(tband, t.step_s, secs));
+    if (tband && tband->n > 0)
+        out << fmt::format("  (P10-P90 from {} validation cases, {}{})\n", tband->n, tband->regime,
+                           s.calibration.identity() ? "" : "; calibrated: " + s.calibration.source);
     if (t.thermal_s > 0) out << fmt::format("  (sustained clock {:.0f} % of boost adds {})\n", 100 * s.run.sustained_clock, secs(t.thermal_s));
     out << fmt::format("\nThroughput: {:.0f} tokens/s ({:.1f} per GPU), {:.2f} samples/s\n", th.tokens_per_s,
                        th.tokens_per_s / s.cluster.num_gpus, th.samples_per_s);

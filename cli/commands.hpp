@@ -86,9 +86,24 @@ struct ValidateOptions {
     std::vector<std::string> case_files;
     bool json = false;
     bool all = false;
+    bool calibration_cv = false;  // --calibration-cv
 };
 void setup_validate(CLI::App& app, ValidateOptions& o);
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err);
+
+// `calibrate` (cmd_calibrate.cpp); named with a trailing _ so core's
+// trainplan::CalibrateOptions (the fit's options) stays unambiguous.
+struct CalibrateOptions_ {
+    ScenarioFlags scenario;  // the scenario of logs given without a run file
+    std::vector<std::string> runs, logs;
+    std::string log_format = "auto", output;
+    bool json = false;
+};
+void setup_calibrate(CLI::App& app, CalibrateOptions_& o);
+int run_calibrate(const CalibrateOptions_& o, std::ostream& out, std::ostream& err);
+
+// The packaged validation cases (validation/cases/*.toml under the preset roots), read; empty if none.
+std::vector<TextSource> packaged_validation_sources(FilePresets& presets);
 
 // Prints diagnostics and returns exit code 2.
 int report_error(const Error& e, std::ostream& err);

@@ -1,5 +1,7 @@
 #include "scenario_flags.hpp"
 
+#include "trainplan/calibrate.hpp"
+
 namespace trainplan::cli {
 
 void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required) {
@@ -8,6 +10,7 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required) {
                              "or a Hugging Face config.json");
     if (model_required) m->required(false);  // may come from --scenario
     app.add_option("--scenario", f.scenario_file, "Scenario TOML file; flags override its values");
+    app.add_option("--calibration", f.calibration_file, "Calibration profile from `trainplan calibrate -o` (fitted efficiency factors)");
     app.add_option("--presets", f.preset_dirs, "Extra preset directory (holds models/ and hardware/); repeatable");
 
     auto* hw = "Hardware";
@@ -190,7 +193,16 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
         merged.global_batch.reset();
         if (*deferred_global_batch > 0) merged.grad_accum.reset();
     }
-    return resolve_scenario(merged, presets);
+    auto resolved = resolve_scenario(merged, presets);
+    if (!resolved || f.calibration_file.empty()) return resolved;
+    // Calibration hook: the fitted profile rides in the scenario (calibrate.hpp).
+    std::string text, why;
+    if (!read_text_file(f.calibration_file, text, why))
+        return Diagnostic{f.calibration_file, 0, 0, "--calibration", "cannot read calibration profile: " + why};
+    auto cal = parse_calibration_toml(text, f.calibration_file);
+    if (!cal) return cal.error();
+    resolved->calibration = *cal;
+    return resolved;
 }
 
 }  // namespace trainplan::cli

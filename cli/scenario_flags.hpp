@@ -18,6 +18,7 @@ using namespace trainplan::app;
 struct ScenarioFlags {
     std::string model;
     std::string scenario_file;
+    std::string calibration_file;  // --calibration profile.toml (trainplan calibrate -o)
     std::vector<std::string> preset_dirs;
     std::optional<std::string> gpu, node, intra_node, inter_node;
     std::optional<std::int64_t> gpus, gpus_per_node, nics_per_node;
