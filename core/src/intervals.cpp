@@ -63,9 +63,10 @@ RatioBand widened(const std::vector<IntervalTable::Entry>& entries, BandKind k, 
                   const std::string& exclude) {
     RatioBand b = select(entries, k, arch, scale, exclude);
     const RatioBand all = select(entries, k, "", "", exclude);
-    if (all.n > 0) {
+    if (all.n > 0 && all.n != b.n && (all.p10 < b.p10 || all.p90 > b.p90)) {
         b.p10 = std::min(b.p10, all.p10);
         b.p90 = std::max(b.p90, all.p90);
+        b.regime += ", widened to all " + std::to_string(all.n);
     }
     return b;
 }
