@@ -95,6 +95,9 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
         tband = table->band(BandKind::StepTime, s);
         mband = table->band(BandKind::Memory, s);
     }
+    // Calibrated: the fit's own residual spread, where it has the degrees of freedom.
+    if (auto cb = calibrated_band(s.calibration, BandKind::StepTime)) tband = cb;
+    if (auto cb = calibrated_band(s.calibration, BandKind::Memory)) mband = cb;
     auto range = [](const std::optional<RatioBand>& b, double v, const std::function<std::string(double)>& f) {
         return b && b->n > 0 ? fmt::format(" ({}-{})", f(v * b->p10), f(v * b->p90)) : std::string();
     };
@@ -167,9 +170,13 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     row("data stall", t.data_s, s.run.loader_workers > 0 ? fmt::format("{} workers per GPU", s.run.loader_workers) : "pre-tokenized data assumed");
     out << "  " << std::string(27, '-') << '\n';
     out << fmt::format("  {:<15}{:>12}{}\n", "step", secs(t.step_s), range(tband, t.step_s, secs));
-    if (tband && tband->n > 0)
-        out << fmt::format("  (P10-P90 from {} validation cases, {}{})\n", tband->n, tband->regime,
-                           s.calibration.identity() ? "" : "; calibrated: " + s.calibration.source);
+    if (tband && tband->n > 0) {
+        if (calibrated_band(s.calibration, BandKind::StepTime))
+            out << fmt::format("  (P10-P90 from the residuals of calibration profile {}: {})\n", s.calibration.source, tband->regime);
+        else
+            out << fmt::format("  (P10-P90 from {} validation cases, {}{})\n", tband->n, tband->regime,
+                               s.calibration.identity() ? "" : "; calibrated with " + s.calibration.source);
+    }
     if (t.thermal_s > 0) out << fmt::format("  (sustained clock {:.0f} % of boost adds {})\n", 100 * s.run.sustained_clock, secs(t.thermal_s));
     out << fmt::format("\nThroughput: {:.0f} tokens/s ({:.1f} per GPU), {:.2f} samples/s\n", th.tokens_per_s,
                        th.tokens_per_s / s.cluster.num_gpus, th.samples_per_s);

@@ -3,7 +3,8 @@
 file for `trainplan calibrate` (issue 13).
 
 The model is a Llama-style decoder (RMSNorm, grouped-query attention through
-torch's scaled_dot_product_attention, SwiGLU MLP, untied LM head) built in plain
+torch's scaled_dot_product_attention, or eager attention before PyTorch 2.0,
+SwiGLU MLP, untied LM head) built in plain
 PyTorch from a Hugging Face config.json (hidden_size, num_hidden_layers,
 num_attention_heads, num_key_value_heads, intermediate_size, vocab_size) or from
 the built-in tiny config. It trains on random tokens with AdamW for --steps
@@ -78,6 +79,17 @@ def main():
         x1, x2 = x[..., ::2], x[..., 1::2]
         return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2)
 
+    sdpa = getattr(F, "scaled_dot_product_attention", None)  # PyTorch >= 2.0 (fused kernels)
+
+    def attention(q, k, v):
+        if sdpa is not None:
+            return sdpa(q, k, v, is_causal=True)
+        # Eager attention (PyTorch 1.x): the s x s scores are materialised.
+        s = q.shape[-2]
+        scores = (q @ k.transpose(-2, -1)) / hd ** 0.5
+        mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+        return scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+
     class Layer(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -95,7 +107,7 @@ def main():
             k, v = self.kv(y).view(b, s, 2, nkv, hd).unbind(2)
             k, v = k.transpose(1, 2), v.transpose(1, 2)
             k, v = k.repeat_interleave(nh // nkv, 1), v.repeat_interleave(nh // nkv, 1)
-            a = F.scaled_dot_product_attention(rope(q), rope(k), v, is_causal=True)
+            a = attention(rope(q), rope(k), v)
             x = x + self.o(a.transpose(1, 2).reshape(b, s, nh * hd))
             g, u = self.gate_up(self.n2(x)).chunk(2, -1)
             return x + self.down(F.silu(g) * u)
@@ -154,7 +166,7 @@ def main():
         "",
         "[training]", 'method = "full"', f'precision = "{precision}"', 'optimizer = "adamw"',
         'framework = "pytorch-amp"' if use_amp else 'framework = "deepspeed"',
-        "zero = 0", 'recompute = "none"', "flash_attention = true",
+        "zero = 0", 'recompute = "none"', f"flash_attention = {'true' if sdpa is not None else 'false'}",
         f"seq_len = {args.seq_len}", f"micro_batch = {args.micro_batch}", f"global_batch = {args.micro_batch}",
         "",
         "[measured]", f'name = "measure.py on {gpu_name}"', f"step_time_s = {step_s!r}",

@@ -274,3 +274,26 @@ TEST_CASE("P10-P90 bands cover 80 +- 10 % of the validation cases, leave-one-sou
           Approx(j["throughput"]["tokens_per_s"].get<double>() * step));
     CHECK_THAT(j["intervals"]["time"]["regime"].get<std::string>(), Catch::StartsWith("step time, ampere, 1 node"));
 }
+
+TEST_CASE("A calibrated model's band comes from its fit's residuals", "[calibrate]") {
+    Calibration c;
+    CHECK_FALSE(calibrated_band(c, BandKind::StepTime));
+    c.time_log_sd = 0.05;
+    c.time_dof = 2;
+    CHECK_FALSE(calibrated_band(c, BandKind::StepTime));  // too few degrees of freedom
+    c.time_dof = 10;
+    const auto b = calibrated_band(c, BandKind::StepTime);
+    REQUIRE(b);
+    // Normal P10 / P90 of ln(ratio) with sd 0.05: exp(-+1.2816 x 0.05) = 0.9380, 1.0662.
+    CHECK(b->p10 == Approx(0.9380).epsilon(1e-4));
+    CHECK(b->p90 == Approx(1.0662).epsilon(1e-4));
+    // A profile carries the spread ([calibration.residuals]); simulate uses it.
+    const std::string profile = std::string(TRAINPLAN_SOURCE_DIR) + "/build/test-calibration-residuals.toml";
+    {
+        std::ofstream f(profile);
+        f << "[calibration]\ngemm = 0.9\n[calibration.residuals]\ntime_log_sd = 0.05\ntime_dof = 10\n";
+    }
+    const auto j = tp_test::cli_json("simulate", {"--scenario", tp_test::data("scenarios/llama7b-a100x8.toml"), "--calibration", profile});
+    CHECK(j["time"]["step_s_p90"].get<double>() / j["time"]["step_s"].get<double>() == Approx(1.0662).epsilon(1e-4));
+    CHECK_THAT(j["intervals"]["time"]["regime"].get<std::string>(), Catch::Contains("calibration residuals (10 degrees of freedom)"));
+}

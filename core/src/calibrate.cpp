@@ -313,6 +313,23 @@ Result<CalibrationFit> calibrate(const std::vector<Observation>& obs, const Cali
     }
     fit.calibration = cal;
     fit.calibration.source.clear();
+    // Residual spread per kind, for prediction intervals of the calibrated model: the
+    // fitted parameters' degrees of freedom are charged to the kind they act on.
+    {
+        double ss[2] = {0, 0};
+        int n_kind[2] = {0, 0}, p_kind[2] = {0, 0};
+        for (size_t i = 0; i < obs.size(); ++i) {
+            const int k = obs[i].time ? 0 : 1;
+            ss[k] += r[i] * r[i];
+            ++n_kind[k];
+        }
+        for (CalParam cp : chosen) ++p_kind[cp == CalParam::Reserve || cp == CalParam::Framework ? 1 : 0];
+        const int dof_t = n_kind[0] - p_kind[0], dof_m = n_kind[1] - p_kind[1];
+        fit.calibration.time_dof = std::max(0, dof_t);
+        fit.calibration.memory_dof = std::max(0, dof_m);
+        fit.calibration.time_log_sd = dof_t > 0 ? std::sqrt(ss[0] / dof_t) : 0;
+        fit.calibration.memory_log_sd = dof_m > 0 ? std::sqrt(ss[1] / dof_m) : 0;
+    }
     double before = 0;
     for (size_t i = 0; i < obs.size(); ++i) {
         Residual res;
@@ -339,6 +356,10 @@ std::string calibration_to_toml(const CalibrationFit& fit, int runs) {
        << "# Apply with --calibration FILE. Multipliers scale the preset / policy efficiency;\n"
        << "# reserve_fraction and framework_gib are added to the memory overheads.\n[calibration]\n";
     for (const FittedParam& p : fit.params) os << p.key << " = " << p.value << "\n";
+    os << "\n# spread of the fit's residuals: sd of ln(measured / predicted) and its degrees of\n"
+       << "# freedom, per kind (simulate's P10-P90 band when the degrees of freedom are >= 3)\n[calibration.residuals]\n"
+       << "time_log_sd = " << fit.calibration.time_log_sd << "\ntime_dof = " << fit.calibration.time_dof << "\n"
+       << "memory_log_sd = " << fit.calibration.memory_log_sd << "\nmemory_dof = " << fit.calibration.memory_dof << "\n";
     os << "\n# standard errors of the fitted parameters (informational)\n[calibration.stderr]\n";
     for (const FittedParam& p : fit.params)
         if (p.fitted && std::isfinite(p.stderr_)) os << p.key << " = " << p.stderr_ << "\n";
@@ -376,6 +397,26 @@ Result<Calibration> parse_calibration_toml(std::string_view text, const std::str
         const std::string key(k.str());
         const int line = static_cast<int>(node.source().begin.line), col = static_cast<int>(node.source().begin.column);
         if (key == "stderr" || key == "held") continue;  // informational
+        if (key == "residuals") {
+            const toml::table* rt = node.as_table();
+            for (const auto& [rk, rn] : rt ? *rt : toml::table{}) {
+                const std::string k2(rk.str());
+                const int l2 = static_cast<int>(rn.source().begin.line), c2 = static_cast<int>(rn.source().begin.column);
+                std::optional<double> v;
+                if (auto d = rn.value_exact<double>()) v = *d;
+                else if (auto i = rn.value_exact<std::int64_t>()) v = static_cast<double>(*i);
+                if (!v || !std::isfinite(*v) || *v < 0 || *v > 1e6) {
+                    errs.push_back({file, l2, c2, k2, k2 + " must be a number >= 0"});
+                    continue;
+                }
+                if (k2 == "time_log_sd") c.time_log_sd = *v;
+                else if (k2 == "memory_log_sd") c.memory_log_sd = *v;
+                else if (k2 == "time_dof") c.time_dof = static_cast<int>(*v);
+                else if (k2 == "memory_dof") c.memory_dof = static_cast<int>(*v);
+                else errs.push_back({file, l2, c2, k2, "unknown key \"" + k2 + "\" in [calibration.residuals] (known: time_log_sd, time_dof, memory_log_sd, memory_dof)"});
+            }
+            continue;
+        }
         CalParam cp{};
         bool known = false;
         for (CalParam p : kAll) if (key == to_string(p)) { cp = p; known = true; }

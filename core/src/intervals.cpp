@@ -7,6 +7,19 @@
 
 namespace trainplan {
 
+std::optional<RatioBand> calibrated_band(const Calibration& c, BandKind k) {
+    const double sd = k == BandKind::StepTime ? c.time_log_sd : c.memory_log_sd;
+    const int dof = k == BandKind::StepTime ? c.time_dof : c.memory_dof;
+    if (dof < 3) return std::nullopt;
+    // 1.2816 = the standard normal's 90th percentile.
+    RatioBand b;
+    b.p10 = std::exp(-1.2816 * sd);
+    b.p90 = std::exp(1.2816 * sd);
+    b.n = dof;
+    b.regime = std::string(k == BandKind::StepTime ? "step time" : "memory") + ", calibration residuals (" + std::to_string(dof) + " degrees of freedom)";
+    return b;
+}
+
 std::string scale_of(const Scenario& s) {
     if (s.cluster.num_gpus <= 1) return "1 GPU";
     return s.cluster.num_gpus <= s.cluster.gpus_per_node ? "1 node" : "multi-node";

@@ -18,6 +18,10 @@ struct Calibration {
     double reserve_fraction = 0;   // added to the caching allocator's reserved-over-allocated fraction
     double framework_bytes = 0;    // added to CUDA context + workspaces + communicators per GPU
     std::string source;            // the profile file it came from (for messages), empty = none
+    // Spread of the fit's residuals, sd of ln(measured / predicted) with n - p degrees of
+    // freedom, per kind; 0 = not known (prediction intervals then come from validation).
+    double time_log_sd = 0, memory_log_sd = 0;
+    int time_dof = 0, memory_dof = 0;
 
     [[nodiscard]] bool identity() const {
         return gemm == 1 && attention == 1 && hbm == 1 && intra_link == 1 && inter_link == 1 && reserve_fraction == 0 &&

@@ -5,6 +5,7 @@
 // alone, then to every case of that kind, and says which one it used.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,11 @@ struct IntervalTable {
     // The band for a scenario; cases from `exclude_source` are left out (leave-one-source-out).
     [[nodiscard]] RatioBand band(BandKind k, const Scenario& s, const std::string& exclude_source = "") const;
 };
+
+// The band of a calibrated model from its fit's residuals: exp(+-1.2816 sd) of
+// ln(measured / predicted) (normal P10 / P90), when the fit left >= 3 degrees of
+// freedom for that kind; nullopt otherwise.
+[[nodiscard]] std::optional<RatioBand> calibrated_band(const Calibration& c, BandKind k);
 
 [[nodiscard]] std::string scale_of(const Scenario& s);  // "1 GPU" | "1 node" | "multi-node"
 
