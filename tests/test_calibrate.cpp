@@ -97,6 +97,14 @@ TEST_CASE("torch.cuda.memory_summary() table", "[calibrate]") {
     CHECK(*m.peak_allocated_bytes == Approx(20480 * MiB));
     CHECK(*m.peak_reserved_bytes == Approx(22528 * MiB));
     CHECK_FALSE(m.step_s);
+    // A mangled size ("." MiB) is named, not thrown; an overflowing one (1e300+ MiB) too.
+    CHECK_THAT(parse_error("runs/memory_summary_bad.txt"),
+               Catch::Contains("runs/memory_summary_bad.txt:2:1: error: \"Allocated memory\" row has no Peak Usage size"));
+    CHECK_THAT(parse_error("runs/memory_summary_bad.txt"),
+               Catch::Contains("runs/memory_summary_bad.txt:3:1: error: \"GPU reserved memory\" row has no Peak Usage size"));
+    // A Trainer summary without its braces.
+    CHECK_THAT(parse_error("runs/hf_trainer_no_dict.log"),
+               Catch::Contains("runs/hf_trainer_no_dict.log:2:1: error: Trainer summary line is not a complete {'train_runtime': ..., ...} dict"));
 }
 
 TEST_CASE("Malformed logs and run files: exit 2 with file:line", "[calibrate]") {

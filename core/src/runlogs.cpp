@@ -247,8 +247,9 @@ std::optional<double> size_cell(std::string cell) {
         if (std::isdigit(static_cast<unsigned char>(ch)) || ch == '.') num += ch;
         else if (std::isalpha(static_cast<unsigned char>(ch))) unit += ch;
     }
-    if (num.empty()) return std::nullopt;
-    const double v = std::stod(num);
+    double v = 0;
+    auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+    if (num.empty() || ec != std::errc() || end != num.data() + num.size() || !std::isfinite(v)) return std::nullopt;
     static const std::map<std::string, double> mult{{"B", 1}, {"KiB", 1024.0}, {"MiB", kMiB}, {"GiB", kGiB}, {"TiB", kGiB * 1024}, {"PiB", kGiB * 1024 * 1024}};
     auto it = mult.find(unit);
     if (it == mult.end()) return std::nullopt;
@@ -329,7 +330,8 @@ Result<Measured> parse_hf(const std::string& file, std::string_view text) {
     // The dict Trainer.train() prints: {'train_runtime': 1234.5, 'train_samples_per_second': 12.3, ...}
     for (const auto& [n, line] : lines_of(text)) {
         if (!contains(line, "'train_runtime'")) continue;
-        std::string js = line.substr(line.find('{'));
+        const size_t brace = line.find('{');
+        std::string js = brace == std::string::npos ? std::string() : line.substr(brace);
         js = js.substr(0, js.rfind('}') + 1);
         std::replace(js.begin(), js.end(), '\'', '"');
         nlohmann::json e = nlohmann::json::parse(js, nullptr, false);
