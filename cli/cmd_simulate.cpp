@@ -104,6 +104,10 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
 
     if (o.json) {
         nlohmann::json j = scenario_json(s);
+        if (!s.calibration.identity())
+            j["calibration"] = {{"profile", s.calibration.source}, {"gemm", s.calibration.gemm}, {"attention", s.calibration.attention},
+                                {"hbm", s.calibration.hbm}, {"intra_link", s.calibration.intra_link}, {"inter_link", s.calibration.inter_link},
+                                {"reserve_fraction", s.calibration.reserve_fraction}, {"framework_bytes", s.calibration.framework_bytes}};
         j["memory"] = memory_json(mem.peak());
         j["time"] = {{"step_s", t.step_s}, {"compute_s", t.compute_s}, {"communication_s", t.communication_s},
                      {"bubble_s", t.bubble_s}, {"optimizer_s", t.optimizer_s}, {"offload_s", t.offload_s}, {"data_s", t.data_s},
@@ -150,6 +154,20 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
 
     out << fmt::format("{}{} on {}\n", s.model.name, s.model.approximate ? " [approximate]" : "", describe_hardware(s));
     out << "setup: " << describe_setup(s) << "\n";
+    if (!s.calibration.identity()) {
+        // Which factors the profile changes (calibration.hpp).
+        const Calibration& k = s.calibration;
+        std::string changed;
+        auto mult = [&](const char* name, double v) { if (v != 1) changed += fmt::format("{} x{:.3f}, ", name, v); };
+        mult("GEMM", k.gemm);
+        mult("attention", k.attention);
+        mult("HBM", k.hbm);
+        mult("intra-node link", k.intra_link);
+        mult("inter-node link", k.inter_link);
+        if (k.reserve_fraction != 0) changed += fmt::format("allocator reserve {:+.3f}, ", k.reserve_fraction);
+        if (k.framework_bytes != 0) changed += fmt::format("framework {:+.2f} GiB, ", k.framework_bytes / (1024.0 * 1024.0 * 1024.0));
+        out << "calibrated (" << k.source << "): " << changed.substr(0, changed.size() - 2) << "\n";
+    }
     out << fmt::format("memory: {}{} of {} per GPU ({})\n\n", gb(mem.peak().total), range(mband, mem.peak().total, gb), gb(mem.peak().capacity),
                        mem.peak().fits() ? "fits" : "DOES NOT FIT -- see trainplan fit");
     auto row = [&](const char* name, double v, const std::string& note) {

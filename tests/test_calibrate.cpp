@@ -241,7 +241,11 @@ TEST_CASE("calibrate CLI: run file naming a log, profile round trip through simu
     const std::string scen = dir + "run_llama7b_8xa100.toml";
     const auto sim = tp_test::cli_json("simulate", {"--scenario", scen, "--calibration", profile});
     CHECK(sim["time"]["step_s"].get<double>() == Approx(5.608).epsilon(1e-4));
+    CHECK(sim["calibration"]["gemm"].get<double>() == Approx(j["parameters"]["gemm"]["value"].get<double>()).epsilon(1e-5));
+    const auto text = tp_test::cli({"simulate", "--scenario", scen, "--calibration", profile});
+    CHECK_THAT(text.out, Catch::Contains("calibrated (" + profile + "): GEMM x"));
     const auto plain = tp_test::cli_json("simulate", {"--scenario", scen});
+    CHECK_FALSE(plain.contains("calibration"));
     CHECK(plain["time"]["step_s"].get<double>() != Approx(5.608).epsilon(1e-2));
 }
 
