@@ -57,6 +57,13 @@ TEST_CASE("Megatron-LM iteration and memory lines", "[calibrate]") {
     CHECK(m.line == 4);
 }
 
+TEST_CASE("NeMo 1.x progress-bar lines", "[calibrate]") {
+    const Measured m = parse("runs/nemo.log");
+    // train_step_timing 4.910 (warm-up, left out), 2.520, 2.500, 2.510 s: median 2.510 s.
+    CHECK(*m.step_s == Approx(2.51));
+    CHECK(m.line == 2);
+}
+
 TEST_CASE("Hugging Face Trainer: trainer_state.json and the printed summary", "[calibrate]") {
     for (const char* f : {"runs/trainer_state.json", "runs/hf_trainer_stdout.log"}) {
         const Measured m = parse(f);
@@ -112,6 +119,11 @@ TEST_CASE("Malformed logs and run files: exit 2 with file:line", "[calibrate]") 
     auto r = tp_test::cli({"calibrate", "--scenario", tp_test::data("scenarios/llama7b-a100x8.toml"), dir + "megatron_partial.log"});
     CHECK(r.code == 2);
     CHECK_THAT(r.err, Catch::Contains(dir + "megatron_partial.log:3:1: error: line has no \"elapsed time per iteration (ms)\" figure"));
+    for (const char* bad : {"torchtitan_bad.log", "trainer_state_truncated.json", "hf_trainer_no_dict.log", "memory_summary_bad.txt"}) {
+        r = tp_test::cli({"calibrate", "--scenario", tp_test::data("scenarios/llama7b-a100x8.toml"), dir + bad});
+        CHECK(r.code == 2);
+        CHECK_THAT(r.err, Catch::StartsWith(dir + bad + ":"));
+    }
     r = tp_test::cli({"calibrate", dir + "run_bad_key.toml"});
     CHECK(r.code == 2);
     CHECK_THAT(r.err, Catch::Contains(dir + "run_bad_key.toml:17:18: error: unknown key \"peak_memory_gb\" in [measured]"));

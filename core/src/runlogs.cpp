@@ -4,7 +4,8 @@
 //    " iteration   10/  500 | consumed samples: ... | elapsed time per iteration (ms): 1234.5 | ..."
 //    and megatron/training/utils.py report_memory() prints
 //    "[Rank 0] (after 10 iterations) memory (MB) | allocated: ... | max allocated: ... | reserved: ... | max reserved: ..."
-//    with MB = 2^20 bytes.
+//    with MB = 2^20 bytes. NeMo 1.x prints Lightning progress bars ending
+//    "..., consumed_samples=640.0, train_step_timing in s=2.510]".
 //  - Hugging Face Trainer: trainer_state.json {"log_history": [..., {"train_runtime": s,
 //    "train_samples_per_second": x, "train_steps_per_second": y, ...}], "global_step": n},
 //    or the dict the Trainer prints at the end of train().
@@ -165,6 +166,11 @@ Result<Measured> parse_megatron(const std::string& file, std::string_view text) 
             if (m.line == 0) m.line = n;
             const auto ms = number_after(line, "elapsed time per iteration (ms):");
             if (need_positive(ms, file, n, "elapsed time per iteration (ms)", errs)) steps.push_back(*ms / 1e3);
+        } else if (contains(line, "train_step_timing in s=")) {
+            // NeMo 1.x (PyTorch Lightning progress bar): "..., train_step_timing in s=2.510]"
+            if (m.line == 0) m.line = n;
+            const auto st = number_after(line, "train_step_timing in s=");
+            if (need_positive(st, file, n, "train_step_timing in s", errs)) steps.push_back(*st);
         } else if (contains(line, "memory (MB)")) {
             if (m.line == 0) m.line = n;
             const auto alloc = number_after(line, "| max allocated:");
@@ -350,7 +356,9 @@ std::optional<LogFormat> detect_log_format(std::string_view text) {
     const size_t first = text.find_first_not_of(" \t\r\n");
     if (first != std::string_view::npos && text[first] == '{' && text.find("log_history") != std::string_view::npos) return LogFormat::HfTrainer;
     for (const auto& [n, line] : lines_of(text)) {
-        if ((contains(line, " iteration ") && contains(line, "consumed samples")) || contains(line, "memory (MB)")) return LogFormat::Megatron;
+        if ((contains(line, " iteration ") && contains(line, "consumed samples")) || contains(line, "memory (MB)") ||
+            contains(line, "train_step_timing in s="))
+            return LogFormat::Megatron;
         if (contains(line, "'train_runtime'")) return LogFormat::HfTrainer;
         if (contains(line, "tokens_per_second_per_gpu") || contains(line, "peak_memory_alloc") || contains(line, "GPU peak memory allocation"))
             return LogFormat::Torchtune;
