@@ -25,6 +25,7 @@ struct AllOptions {
     SizeOptions size;
     AdviseOptions advise;
     ValidateOptions validate;
+    CalibrateCommandOptions calibrate;
     ListOptions models, gpus, links, nodes;
 };
 
@@ -37,6 +38,7 @@ void define(CLI::App& app, AllOptions& o) {
     setup_size(*app.add_subcommand("size", "Procurement sizing: the cheapest hardware and layout that trains N tokens by a deadline"), o.size);
     setup_advise(*app.add_subcommand("advise", "Diagnose the bottleneck (from the model and what you observe) and rank remedies"), o.advise);
     setup_validate(*app.add_subcommand("validate", "Accuracy against published measurements (exit 1 beyond the budgets)"), o.validate);
+    setup_calibrate(*app.add_subcommand("calibrate", "Fit efficiency factors to your own measured runs; write a calibration profile"), o.calibrate);
     setup_list(*app.add_subcommand("models", "List model presets"), o.models);
     setup_list(*app.add_subcommand("gpus", "List GPU presets"), o.gpus);
     setup_list(*app.add_subcommand("links", "List link presets (PCIe, NVLink, InfiniBand, Ethernet)"), o.links);
@@ -143,7 +145,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     CLI::App app{"trainplan: will it fit, how fast, what to buy -- capacity planning for LLM training", "trainplan"};
     AllOptions opts;
     define(app, opts);
-    auto& [fit, simulate, plan, size, advise, validate, models, gpus, links, nodes] = opts;
+    auto& [fit, simulate, plan, size, advise, validate, calibrate, models, gpus, links, nodes] = opts;
 
     // Hidden: the build generates the man page and completions from this.
     if (args.size() == 2 && args[1] == "--dump-cli-json") {
@@ -188,6 +190,8 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
         if (app.got_subcommand("size")) return run_size(size, out, err);
         if (app.got_subcommand("advise")) return run_advise(advise, out, err);
         if (app.got_subcommand("validate")) return run_validate(validate, out, err);
+        if (app.got_subcommand("calibrate")) return run_calibrate(calibrate, out, err);
+        if (app.got_subcommand("calibrate")) return run_calibrate(calibrate, out, err);
         if (app.got_subcommand("models")) return run_models(models, out, err);
         if (app.got_subcommand("gpus")) return run_gpus(gpus, out, err);
         if (app.got_subcommand("links")) return run_links(links, out, err);

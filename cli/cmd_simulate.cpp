@@ -1,8 +1,11 @@
 #include <fmt/format.h>
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "trainplan/intervals.hpp"
 #include "trainplan/app/format.hpp"
 #include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
@@ -89,9 +92,26 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     const Throughput& th = te.throughput;
     const CostEstimate& c = te.cost;
     for (const Diagnostic& w : te.warnings) err << "warning: " << w.message << '\n';
+    // Prediction intervals (issue 13): P10 / P90 of measured / predicted on the
+    // validation cases of the matching regime (intervals.hpp); absent without them.
+    std::optional<RatioBand> tband, mband;
+    if (auto table = interval_table(packaged_validation_sources(presets), presets); table && !table->entries.empty()) {
+        tband = table->band(BandKind::StepTime, s);
+        mband = table->band(BandKind::Memory, s);
+    }
+    // Calibrated: the fit's own residual spread, where it has the degrees of freedom.
+    if (auto cb = calibrated_band(s.calibration, BandKind::StepTime)) tband = cb;
+    if (auto cb = calibrated_band(s.calibration, BandKind::Memory)) mband = cb;
+    auto range = [](const std::optional<RatioBand>& b, double v, const std::function<std::string(double)>& f) {
+        return b && b->n > 0 ? fmt::format(" ({}-{})", f(v * b->p10), f(v * b->p90)) : std::string();
+    };
 
     if (o.json) {
         nlohmann::json j = scenario_json(s);
+        if (!s.calibration.identity())
+            j["calibration"] = {{"profile", s.calibration.source}, {"gemm", s.calibration.gemm}, {"attention", s.calibration.attention},
+                                {"hbm", s.calibration.hbm}, {"intra_link", s.calibration.intra_link}, {"inter_link", s.calibration.inter_link},
+                                {"reserve_fraction", s.calibration.reserve_fraction}, {"framework_bytes", s.calibration.framework_bytes}};
         j["memory"] = memory_json(mem.peak());
         j["time"] = {{"step_s", t.step_s}, {"compute_s", t.compute_s}, {"communication_s", t.communication_s},
                      {"bubble_s", t.bubble_s}, {"optimizer_s", t.optimizer_s}, {"offload_s", t.offload_s}, {"data_s", t.data_s},
@@ -106,6 +126,23 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
         j["cost"] = {{"tokens", s.run.tokens_to_train}, {"train_time_s", c.train_time_s}, {"gpu_hours", c.gpu_hours},
                      {"energy_kwh", c.energy_kwh}, {"energy_cost_usd", c.energy_cost_usd}, {"rent_cost_usd", c.rent_cost_usd},
                      {"purchase_cost_usd", c.purchase_cost_usd}, {"power_w", c.power_w}};
+        if (tband && tband->n > 0) {
+            // Rates scale with 1 / step time, so their P10 comes from the step's P90.
+            j["time"]["step_s_p10"] = t.step_s * tband->p10;
+            j["time"]["step_s_p90"] = t.step_s * tband->p90;
+            j["throughput"]["tokens_per_s_p10"] = th.tokens_per_s / tband->p90;
+            j["throughput"]["tokens_per_s_p90"] = th.tokens_per_s / tband->p10;
+            j["throughput"]["mfu_p10"] = th.mfu / tband->p90;
+            j["throughput"]["mfu_p90"] = th.mfu / tband->p10;
+            j["cost"]["train_time_s_p10"] = c.train_time_s * tband->p10;
+            j["cost"]["train_time_s_p90"] = c.train_time_s * tband->p90;
+            j["intervals"]["time"] = {{"regime", tband->regime}, {"cases", tband->n}, {"p10_ratio", tband->p10}, {"p90_ratio", tband->p90}};
+        }
+        if (mband && mband->n > 0) {
+            j["memory"]["total_bytes_p10"] = mem.peak().total * mband->p10;
+            j["memory"]["total_bytes_p90"] = mem.peak().total * mband->p90;
+            j["intervals"]["memory"] = {{"regime", mband->regime}, {"cases", mband->n}, {"p10_ratio", mband->p10}, {"p90_ratio", mband->p90}};
+        }
         out << j.dump(2) << '\n';
         return exit_code;
     }
@@ -122,7 +159,21 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
 
     out << fmt::format("{}{} on {}\n", s.model.name, s.model.approximate ? " [approximate]" : "", describe_hardware(s));
     out << "setup: " << describe_setup(s) << "\n";
-    out << fmt::format("memory: {} of {} per GPU ({})\n\n", gb(mem.peak().total), gb(mem.peak().capacity),
+    if (!s.calibration.identity()) {
+        // Which factors the profile changes (calibration.hpp).
+        const Calibration& k = s.calibration;
+        std::string changed;
+        auto mult = [&](const char* name, double v) { if (v != 1) changed += fmt::format("{} x{:.3f}, ", name, v); };
+        mult("GEMM", k.gemm);
+        mult("attention", k.attention);
+        mult("HBM", k.hbm);
+        mult("intra-node link", k.intra_link);
+        mult("inter-node link", k.inter_link);
+        if (k.reserve_fraction != 0) changed += fmt::format("allocator reserve {:+.3f}, ", k.reserve_fraction);
+        if (k.framework_bytes != 0) changed += fmt::format("framework {:+.2f} GiB, ", k.framework_bytes / (1024.0 * 1024.0 * 1024.0));
+        out << "calibrated (" << k.source << "): " << changed.substr(0, changed.size() - 2) << "\n";
+    }
+    out << fmt::format("memory: {}{} of {} per GPU ({})\n\n", gb(mem.peak().total), range(mband, mem.peak().total, gb), gb(mem.peak().capacity),
                        mem.peak().fits() ? "fits" : "DOES NOT FIT -- see trainplan fit");
     auto row = [&](const char* name, double v, const std::string& note) {
         out << fmt::format("  {:<15}{:>12} {:>6.1f} %   {}\n", name, secs(v), 100.0 * v / t.step_s, note);
@@ -141,7 +192,14 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     row("offload", t.offload_s, t.offload_s > 0 ? "CPU optimizer + PCIe transfers" : "");
     row("data stall", t.data_s, s.run.loader_workers > 0 ? fmt::format("{} workers per GPU", s.run.loader_workers) : "pre-tokenized data assumed");
     out << "  " << std::string(27, '-') << '\n';
-    out << fmt::format("  {:<15}{:>12}\n", "step", secs(t.step_s));
+    out << fmt::format("  {:<15}{:>12}{}\n", "step", secs(t.step_s), range(tband, t.step_s, secs));
+    if (tband && tband->n > 0) {
+        if (calibrated_band(s.calibration, BandKind::StepTime))
+            out << fmt::format("  (P10-P90 from the residuals of calibration profile {}: {})\n", s.calibration.source, tband->regime);
+        else
+            out << fmt::format("  (P10-P90 from {} validation cases, {}{})\n", tband->n, tband->regime,
+                               s.calibration.identity() ? "" : "; calibrated with " + s.calibration.source);
+    }
     if (t.thermal_s > 0) out << fmt::format("  (sustained clock {:.0f} % of boost adds {})\n", 100 * s.run.sustained_clock, secs(t.thermal_s));
     out << fmt::format("\nThroughput: {:.0f} tokens/s ({:.1f} per GPU), {:.2f} samples/s\n", th.tokens_per_s,
                        th.tokens_per_s / s.cluster.num_gpus, th.samples_per_s);

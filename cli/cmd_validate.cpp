@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "trainplan/calibrate.hpp"
+#include "trainplan/intervals.hpp"
 #include "trainplan/validation.hpp"
 
 namespace fs = std::filesystem;
@@ -18,6 +20,8 @@ void setup_validate(CLI::App& app, ValidateOptions& o) {
     app.add_option("--cases", o.case_files, "Case files or folders of them (default: the packaged validation/cases/*.toml)");
     app.add_flag("--json", o.json, "Machine-readable output");
     app.add_flag("--all", o.all, "Also list the cases left out, with the mechanism or input that is missing");
+    app.add_flag("--calibration-cv", o.calibration_cv,
+                 "Cross-validate calibration: per source, calibrate on half its cases and predict the other half");
 }
 
 namespace {
@@ -61,6 +65,55 @@ void group_table(std::ostream& out, const char* title, const std::vector<Validat
 
 }  // namespace
 
+std::vector<TextSource> packaged_validation_sources(FilePresets& presets) {
+    std::vector<TextSource> out;
+    for (const auto& f : packaged_case_files(presets)) {
+        std::string why;
+        if (auto src = presets.read_file(f, why)) out.push_back(std::move(*src));
+    }
+    return out;
+}
+
+// --calibration-cv (issue 13): the held-back half's median |error| before and after.
+int run_calibration_cv(const std::vector<TextSource>& sources, FilePresets& presets, bool json, std::ostream& out, std::ostream& err) {
+    auto cv = calibration_cross_validation(sources, presets);
+    if (!cv) return report_error(cv.error(), err);
+    if (json) {
+        nlohmann::json rows = nlohmann::json::array();
+        for (const auto& r : cv->sources)
+            rows.push_back({{"source", r.source}, {"train", r.train}, {"test", r.test}, {"fitted", r.fitted},
+                            {"median_abs_error_before", r.median_before}, {"median_abs_error_after", r.median_after}});
+        out << nlohmann::json{{"sources", rows}, {"held_back", cv->held_back}, {"median_abs_error_before", cv->median_before},
+                              {"median_abs_error_after", cv->median_after}, {"p90_abs_error_before", cv->p90_before},
+                              {"p90_abs_error_after", cv->p90_after}, {"improved", cv->improved}, {"worsened", cv->worsened}}
+                   .dump(2)
+            << '\n';
+        return 0;
+    }
+    out << fmt::format("{:<60} {:>5} {:>5} {:>9} {:>9}  {}\n", "source (calibrated on alternate cases of each kind)", "train", "test",
+                       "before", "after", "fitted");
+    for (const auto& r : cv->sources) {
+        std::string fitted;
+        for (const auto& k : r.fitted) fitted += (fitted.empty() ? "" : ", ") + k;
+        const std::string src = r.source.size() > 60 ? r.source.substr(0, 57) + "..." : r.source;
+        out << fmt::format("{:<60} {:>5} {:>5} {:>8.1f}% {:>8.1f}%  {}\n", src, r.train, r.test, 100 * r.median_before, 100 * r.median_after,
+                           fitted.empty() ? "-" : fitted);
+    }
+    out << fmt::format("\n{} sources, {} held-back cases: median |error| {:.1f} % before, {:.1f} % after calibration; "
+                       "90th percentile {:.1f} % -> {:.1f} %; {} improved, {} worsened\n",
+                       cv->sources.size(), cv->held_back, 100 * cv->median_before, 100 * cv->median_after, 100 * cv->p90_before,
+                       100 * cv->p90_after, cv->improved, cv->worsened);
+    // The P10-P90 bands simulate prints, checked leave-one-source-out.
+    if (auto t = interval_table(sources, presets)) {
+        for (BandKind k : {BandKind::StepTime, BandKind::Memory}) {
+            const Coverage c = interval_coverage(*t, k);
+            out << fmt::format("P10-P90 band coverage ({}, leave-one-source-out): {}/{} = {:.1f} % inside ({} below, {} above)\n",
+                               k == BandKind::StepTime ? "step time" : "memory", c.inside, c.n, 100 * c.fraction(), c.below, c.above);
+        }
+    }
+    return 0;
+}
+
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err) {
     FilePresets presets = command_presets(o.preset_dirs, err);
     std::vector<std::string> files;
@@ -91,6 +144,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
         }
         sources.push_back(std::move(*src));
     }
+    if (o.calibration_cv) return run_calibration_cv(sources, presets, o.json, out, err);
     auto rep = run_validation(sources, presets);
     if (!rep) return report_error(rep.error(), err);
 

@@ -84,6 +84,7 @@ struct ValidateOptions {
     std::vector<std::string> case_files;
     bool json = false;
     bool all = false;
+    bool calibration_cv = false;  // --calibration-cv
 };
 void setup_validate(CLI::App& app, ValidateOptions& o);
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err);
@@ -93,6 +94,19 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
 inline FilePresets command_presets(const std::vector<std::string>& dirs, std::ostream& err) {
     return FilePresets(dirs, [&err](const std::string& note) { err << note << '\n'; });
 }
+// `calibrate` (cmd_calibrate.cpp); named apart from core's
+// trainplan::CalibrateOptions (the fit's options) stays unambiguous.
+struct CalibrateCommandOptions {
+    ScenarioFlags scenario;  // the scenario of logs given without a run file
+    std::vector<std::string> runs, logs;
+    std::string log_format = "auto", output;
+    bool json = false;
+};
+void setup_calibrate(CLI::App& app, CalibrateCommandOptions& o);
+int run_calibrate(const CalibrateCommandOptions& o, std::ostream& out, std::ostream& err);
+
+// The packaged validation cases (validation/cases/*.toml under the preset roots), read; empty if none.
+std::vector<TextSource> packaged_validation_sources(FilePresets& presets);
 
 // Prints diagnostics and returns exit code 2.
 int report_error(const Error& e, std::ostream& err);

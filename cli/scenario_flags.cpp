@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <set>
+#include "trainplan/calibrate.hpp"
 
 namespace trainplan::cli {
 
@@ -12,6 +13,7 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& f, bool model_required) {
                              "or a Hugging Face config.json");
     if (model_required) m->required(false);  // may come from --scenario
     app.add_option("--scenario", f.scenario_file, "Scenario TOML file; flags override its values");
+    app.add_option("--calibration", f.calibration_file, "Calibration profile from `trainplan calibrate -o` (fitted efficiency factors)");
     app.add_option("--presets", f.preset_dirs, "Extra preset directory (holds models/ and hardware/); repeatable");
 
     const std::map<std::string, const char*> groups{{"hardware", "Hardware"}, {"training", "Training"}, {"parallel", "Parallel layout"}};
@@ -92,7 +94,17 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
         if (*deferred_global_batch > 0) merged.grad_accum.reset();
     }
     auto resolved = resolve_scenario(merged, presets);
-    if (resolved) return resolved;
+    if (resolved) {
+        if (f.calibration_file.empty()) return resolved;
+        // Calibration hook: the fitted profile rides in the scenario (calibrate.hpp).
+        std::string text, why;
+        if (!read_text_file(f.calibration_file, text, why))
+            return Diagnostic{f.calibration_file, 0, 0, "--calibration", "cannot read calibration profile: " + why};
+        auto cal = parse_calibration_toml(text, f.calibration_file);
+        if (!cal) return cal.error();
+        resolved->calibration = *cal;
+        return resolved;
+    }
     // Every error says where to change it. What no flag set was left to the
     // scenario file (a missing model or GPU, a default that does not fit the
     // rest): the error names that file; without one, a default is named as such

@@ -21,6 +21,7 @@ using namespace trainplan::app;
 struct ScenarioFlags {
     std::string model;
     std::string scenario_file;
+    std::string calibration_file;  // --calibration profile.toml (trainplan calibrate -o)
     std::vector<std::string> preset_dirs;
     std::map<std::string, std::string> values;  // schema key -> the flag's text as given
     // Scenario-file tables read elsewhere: a validation case's [measured] (so `simulate

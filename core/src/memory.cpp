@@ -166,6 +166,9 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
                             ? t.framework_overhead_bytes
                             : def.cuda_context_bytes + def.library_workspace_bytes + (s.cluster.num_gpus > 1 ? def.communicator_bytes : 0);
     c.frag_frac = t.fragmentation_fraction >= 0 ? t.fragmentation_fraction : def.fragmentation_fraction;
+    // Calibration hook (calibrate.hpp): fitted additions to the overheads.
+    c.framework_bytes += s.calibration.framework_bytes;
+    c.frag_frac += s.calibration.reserve_fraction;
     return c;
 }
 

@@ -181,6 +181,11 @@ Hw make_hw(const Scenario& s) {
     // FlashAttention kernels exist for fp16/bf16 only; in fp32 PyTorch's SDPA
     // runs the memory-efficient kernel, which performs like FlashAttention v1.
     hw.eff = efficiencies(c.gpu, t.precision == Precision::FP32 ? AttentionKernel::Flash1 : t.attention_kernel);
+    // Calibration hook (calibrate.hpp): multipliers fitted to measured runs.
+    hw.eff.gemm *= s.calibration.gemm;
+    hw.eff.attention_fwd *= s.calibration.attention;
+    hw.eff.attention_bwd *= s.calibration.attention;
+    hw.eff.hbm *= s.calibration.hbm;
     NumericFormat fmt = NumericFormat::BF16;
     switch (t.precision) {
         // PyTorch runs fp32 matmuls on CUDA cores unless TF32 is enabled
@@ -470,6 +475,9 @@ TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {
     const TrainingSetup& t = s.setup;
     const ParallelLayout& lay = t.layout;
     TimeContext c{s, g, shard_plan(s), tier_costs(s.cluster), make_hw(s), 1, 1, 0, 0, {}, bytes_per_trainable_param(t)};
+    // Calibration hook (calibrate.hpp): fitted bus-efficiency multipliers per tier.
+    c.tiers.intra.bus_Bps *= s.calibration.intra_link;
+    c.tiers.inter.bus_Bps *= s.calibration.inter_link;
     c.clock = std::clamp(s.run.sustained_clock, 0.05, 1.0);
     c.micro_batches = static_cast<double>(t.grad_accum);
     c.tokens_mb = static_cast<double>(t.seq_len * t.micro_batch);

@@ -439,6 +439,13 @@ std::vector<ValidationGroup> group_by(const std::vector<ValidationRow>& rows, co
 
 }  // namespace
 
+std::optional<double> predict_case(const ValidationCase& c, const Scenario& s) {
+    if (c.metric == CaseMetric::OutOfMemory || c.metric == CaseMetric::FitsUnder || !c.value) return std::nullopt;
+    ValidationRow row;
+    evaluate(c, s, row);
+    return row.predicted;
+}
+
 Result<std::vector<ValidationCase>> load_validation_cases(const std::vector<TextSource>& files) {
     std::vector<Diagnostic> errs;
     std::vector<ValidationCase> out;

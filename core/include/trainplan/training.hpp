@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "trainplan/calibration.hpp"
 #include "trainplan/hardware.hpp"
 #include "trainplan/model.hpp"
 #include "trainplan/result.hpp"
@@ -129,6 +130,7 @@ struct Scenario {
     ClusterSpec cluster;
     TrainingSetup setup;
     RunOptions run;
+    Calibration calibration;  // fitted to measured runs (calibrate.hpp); identity by default
 };
 
 // Checks that a scenario is a possible configuration: every rule of rules.hpp

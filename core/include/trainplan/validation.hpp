@@ -126,6 +126,11 @@ struct PublishedRun {
 };
 [[nodiscard]] Result<std::vector<PublishedRun>> published_runs(const std::vector<TextSource>& case_files, PresetLookup& lookup);
 
+// The model's figure for one counted case, in the case's own metric and
+// convention (what run_validation compares); nullopt for verdict cases.
+// Used by the calibration cross-validation (calibrate.hpp).
+[[nodiscard]] std::optional<double> predict_case(const ValidationCase& c, const Scenario& s);
+
 // Evaluates every case file. GPUs and models are looked up through `lookup`.
 [[nodiscard]] Result<ValidationReport> run_validation(const std::vector<TextSource>& case_files, PresetLookup& lookup);
 
