@@ -243,7 +243,8 @@ TEST_CASE("the schema's fields are exactly the keys the writer emits and the fla
     CLI::App app;
     cli::ScenarioFlags flags;
     cli::add_scenario_flags(app, flags, true);
-    std::set<std::string> registered, expected{"--scenario", "--presets"};
+    // Besides the rows: the files a scenario is read from (scenario, preset folders, calibration profile).
+    std::set<std::string> registered, expected{"--scenario", "--presets", "--calibration"};
     for (const CLI::Option* o : app.get_options()) {
         if (o->get_name() == "--help" || o->get_name() == "model") continue;
         for (const std::string& n : o->get_lnames()) registered.insert("--" + n);
