@@ -95,7 +95,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     // Prediction intervals (issue 13): P10 / P90 of measured / predicted on the
     // validation cases of the matching regime (intervals.hpp); absent without them.
     std::optional<RatioBand> tband, mband;
-    if (auto table = interval_table(packaged_validation_sources(presets), presets); table && !table->entries.empty()) {
+    if (auto table = packaged_residuals(presets); table && !table->entries.empty()) {
         tband = table->band(BandKind::StepTime, s);
         mband = table->band(BandKind::Memory, s);
     }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "trainplan/app/report.hpp"
 #include "trainplan/calibrate.hpp"
 #include "trainplan/intervals.hpp"
 #include "trainplan/validation.hpp"
@@ -22,6 +23,8 @@ void setup_validate(CLI::App& app, ValidateOptions& o) {
     app.add_flag("--all", o.all, "Also list the cases left out, with the mechanism or input that is missing");
     app.add_flag("--calibration-cv", o.calibration_cv,
                  "Cross-validate calibration: per source, calibrate on half its cases and predict the other half");
+    app.add_option("--write-residuals", o.write_residuals,
+                   "Write the residual table behind simulate's P10-P90 bands (shipped as validation/residuals.tsv)");
 }
 
 namespace {
@@ -72,6 +75,21 @@ std::vector<TextSource> packaged_validation_sources(FilePresets& presets) {
         if (auto src = presets.read_file(f, why)) out.push_back(std::move(*src));
     }
     return out;
+}
+
+std::optional<IntervalTable> packaged_residuals(FilePresets& presets) {
+    for (const auto& root : presets.roots()) {
+        const std::string path = (fs::path(root) / "validation" / "residuals.tsv").string();
+        std::error_code ec;
+        if (!fs::is_regular_file(path, ec)) continue;
+        std::string why;
+        auto src = presets.read_file(path, why);
+        if (!src) return std::nullopt;
+        auto t = parse_residuals_tsv(src->text, src->filename);
+        if (!t) return std::nullopt;
+        return *t;
+    }
+    return std::nullopt;
 }
 
 // --calibration-cv (issue 13): the held-back half's median |error| before and after.
@@ -145,6 +163,17 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
         sources.push_back(std::move(*src));
     }
     if (o.calibration_cv) return run_calibration_cv(sources, presets, o.json, out, err);
+    if (!o.write_residuals.empty()) {
+        auto t = interval_table(sources, presets);
+        if (!t) return report_error(t.error(), err);
+        std::string why;
+        if (!write_file_atomically(o.write_residuals, residuals_to_tsv(*t), why)) {
+            err << "error: " << why << '\n';
+            return 2;
+        }
+        out << "wrote " << t->entries.size() << " residuals to " << o.write_residuals << '\n';
+        return 0;
+    }
     auto rep = run_validation(sources, presets);
     if (!rep) return report_error(rep.error(), err);
 

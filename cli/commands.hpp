@@ -8,6 +8,7 @@
 
 #include "scenario_flags.hpp"
 #include "trainplan/app/candidates.hpp"
+#include "trainplan/intervals.hpp"
 #include "trainplan/advisor.hpp"
 #include "trainplan/sizing.hpp"
 
@@ -85,6 +86,7 @@ struct ValidateOptions {
     bool json = false;
     bool all = false;
     bool calibration_cv = false;  // --calibration-cv
+    std::string write_residuals;  // --write-residuals FILE
 };
 void setup_validate(CLI::App& app, ValidateOptions& o);
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err);
@@ -107,6 +109,9 @@ int run_calibrate(const CalibrateCommandOptions& o, std::ostream& out, std::ostr
 
 // The packaged validation cases (validation/cases/*.toml under the preset roots), read; empty if none.
 std::vector<TextSource> packaged_validation_sources(FilePresets& presets);
+// The shipped residual table (validation/residuals.tsv under the preset roots) behind the
+// P10-P90 bands; nullopt when none is found or it does not parse.
+std::optional<IntervalTable> packaged_residuals(FilePresets& presets);
 
 // Prints diagnostics and returns exit code 2.
 int report_error(const Error& e, std::ostream& err);

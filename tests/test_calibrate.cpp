@@ -321,3 +321,35 @@ TEST_CASE("A calibrated model's band comes from its fit's residuals", "[calibrat
     CHECK(j["time"]["step_s_p90"].get<double>() / j["time"]["step_s"].get<double>() == Approx(1.0662).epsilon(1e-4));
     CHECK_THAT(j["intervals"]["time"]["regime"].get<std::string>(), Catch::Contains("calibration residuals (10 degrees of freedom)"));
 }
+
+TEST_CASE("the shipped residual table is the current model's residuals on the current cases", "[calibrate][intervals]") {
+    // validation/residuals.tsv is generated (it saves simulate reading and evaluating
+    // every case file per call); a change of the model or of a case must regenerate it:
+    //   trainplan validate --write-residuals validation/residuals.tsv
+    auto computed = interval_table(tp_test::validation_cases(), tp_test::presets());
+    REQUIRE(computed);
+    std::string text, why;
+    REQUIRE(app::read_text_file(std::string(TRAINPLAN_SOURCE_DIR) + "/validation/residuals.tsv", text, why));
+    auto shipped = parse_residuals_tsv(text, "validation/residuals.tsv");
+    REQUIRE(shipped);
+    REQUIRE(shipped->entries.size() == computed->entries.size());
+    for (size_t i = 0; i < computed->entries.size(); ++i) {
+        const auto& a = computed->entries[i];
+        const auto& b = shipped->entries[i];
+        INFO(a.id << " (regenerate validation/residuals.tsv if the model changed on purpose)");
+        CHECK(a.id == b.id);
+        CHECK(a.kind == b.kind);
+        CHECK(a.arch == b.arch);
+        CHECK(a.scale == b.scale);
+        CHECK(a.ratio == Approx(b.ratio).epsilon(1e-12));
+    }
+}
+
+TEST_CASE("a malformed residual table is reported with file and line", "[calibrate][intervals][bad-input]") {
+    auto r = parse_residuals_tsv("# header\nstep_time\tampere\t1 GPU\tnan\tx\tsrc\n", "r.tsv");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().diagnostics.at(0).to_string() == "r.tsv:2:1: error: ratio = \"nan\" must be a positive finite number");
+    auto short_line = parse_residuals_tsv("memory\tampere\n", "r.tsv");
+    REQUIRE_FALSE(short_line);
+    CHECK(short_line.error().diagnostics.at(0).line == 1);
+}

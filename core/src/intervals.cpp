@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "trainplan/validation.hpp"
 
@@ -131,6 +134,81 @@ Coverage interval_coverage(const IntervalTable& t, BandKind k) {
         else ++cov.inside;
     }
     return cov;
+}
+
+namespace {
+
+const char* kind_name(BandKind k) { return k == BandKind::Memory ? "memory" : "step_time"; }
+
+std::string tsv_field(std::string v) {
+    for (char& c : v)
+        if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+    return v;
+}
+
+}  // namespace
+
+std::string residuals_to_tsv(const IntervalTable& t) {
+    std::string o =
+        "# Measured / predicted of every counted validation case (validation/cases), the model's\n"
+        "# residuals behind the P10-P90 bands `trainplan simulate` prints. Generated; regenerate with\n"
+        "#   trainplan validate --write-residuals validation/residuals.tsv\n"
+        "# kind\tarch\tscale\tratio\tid\tsource\n";
+    for (const auto& e : t.entries) {
+        char ratio[40];
+        std::snprintf(ratio, sizeof ratio, "%.17g", e.ratio);
+        o += std::string(kind_name(e.kind)) + '\t' + tsv_field(e.arch) + '\t' + tsv_field(e.scale) + '\t' + ratio + '\t' +
+             tsv_field(e.id) + '\t' + tsv_field(e.source) + '\n';
+    }
+    return o;
+}
+
+Result<IntervalTable> parse_residuals_tsv(std::string_view text, const std::string& filename) {
+    IntervalTable t;
+    std::vector<Diagnostic> errs;
+    int line_no = 0;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string_view::npos) end = text.size();
+        const std::string_view line = text.substr(pos, end - pos);
+        pos = end + 1;
+        ++line_no;
+        if (line.empty() || line.front() == '#') continue;
+        std::vector<std::string> f;
+        size_t a = 0;
+        while (true) {
+            const size_t b = line.find('\t', a);
+            f.emplace_back(line.substr(a, b == std::string_view::npos ? std::string_view::npos : b - a));
+            if (b == std::string_view::npos) break;
+            a = b + 1;
+        }
+        if (f.size() != 6) {
+            errs.push_back({filename, line_no, 1, "", "expected 6 tab-separated fields (kind, arch, scale, ratio, id, source), got " +
+                                                          std::to_string(f.size())});
+            continue;
+        }
+        IntervalTable::Entry e;
+        if (f[0] == "memory") e.kind = BandKind::Memory;
+        else if (f[0] == "step_time") e.kind = BandKind::StepTime;
+        else {
+            errs.push_back({filename, line_no, 1, "kind", "kind = \"" + f[0] + "\" is not one of: step_time, memory"});
+            continue;
+        }
+        char* stop = nullptr;
+        e.ratio = std::strtod(f[3].c_str(), &stop);
+        if (f[3].empty() || *stop != '\0' || !std::isfinite(e.ratio) || e.ratio <= 0) {
+            errs.push_back({filename, line_no, 1, "ratio", "ratio = \"" + f[3] + "\" must be a positive finite number"});
+            continue;
+        }
+        e.arch = f[1];
+        e.scale = f[2];
+        e.id = f[4];
+        e.source = f[5];
+        t.entries.push_back(std::move(e));
+    }
+    if (!errs.empty()) return Error(errs);
+    return t;
 }
 
 }  // namespace trainplan

@@ -45,6 +45,15 @@ struct IntervalTable {
 // The residuals of every counted validation case.
 [[nodiscard]] Result<IntervalTable> interval_table(const std::vector<TextSource>& case_files, PresetLookup& lookup);
 
+// The residual table as shipped data (validation/residuals.tsv): computing it means
+// reading and evaluating every case file (~0.1 s), so `trainplan validate
+// --write-residuals` writes it once and `simulate` reads it; a test checks the
+// shipped file against the cases and the current model.
+//   # comment lines
+//   kind <TAB> arch <TAB> scale <TAB> ratio <TAB> id <TAB> source
+[[nodiscard]] std::string residuals_to_tsv(const IntervalTable& t);
+[[nodiscard]] Result<IntervalTable> parse_residuals_tsv(std::string_view text, const std::string& filename);
+
 struct Coverage {
     int n = 0, inside = 0, below = 0, above = 0;
     [[nodiscard]] double fraction() const { return n ? static_cast<double>(inside) / n : 0; }
