@@ -85,6 +85,10 @@ struct TimeContext {
     int max_layers = 0;      // layers on the critical (last) stage
     StageParams crit;        // parameters per GPU on the critical stage
     BytesPerParam bpp;
+    // What every op's time reads, looked up once per evaluation.
+    double act_bytes = 2;    // activation_bytes_per_elem(precision)
+    double sq = 0;           // sequence length
+    bool sp = false;         // sequence parallelism in effect (tp > 1)
     [[nodiscard]] const LinkCost& link(Tier t) const { return t == Tier::InterNode ? tiers.inter : tiers.intra; }
     [[nodiscard]] const std::string& link_id(Tier t) const {
         static const std::string none;
@@ -98,10 +102,10 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
     const ModelSpec& m = c.s.model;
     const Hw& hw = c.hw;
     const double tp = t.layout.tp;
-    const bool sp = t.layout.sequence_parallel && t.layout.tp > 1;
+    const bool sp = c.sp;
     const double tokens = c.tokens_mb;
-    const double sq = static_cast<double>(t.seq_len);
-    const double a = activation_bytes_per_elem(t.precision);
+    const double sq = c.sq;
+    const double a = c.act_bytes;
     double fwd = 0, bwd = 0;
     switch (o.kind) {
         case OpKind::Gemm:
@@ -469,7 +473,8 @@ TimeEstimate estimate_time(const Scenario& s) { return estimate_time(s, build_st
 TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {
     const TrainingSetup& t = s.setup;
     const ParallelLayout& lay = t.layout;
-    TimeContext c{s, g, shard_plan(s), tier_costs(s.cluster), make_hw(s), 1, 1, 0, 0, {}, bytes_per_trainable_param(t)};
+    TimeContext c{s, g, shard_plan(s), tier_costs(s.cluster), make_hw(s), 1, 1, 0, 0, {}, bytes_per_trainable_param(t),
+                  activation_bytes_per_elem(t.precision), static_cast<double>(t.seq_len), lay.sequence_parallel && lay.tp > 1};
     c.clock = std::clamp(s.run.sustained_clock, 0.05, 1.0);
     c.micro_batches = static_cast<double>(t.grad_accum);
     c.tokens_mb = static_cast<double>(t.seq_len * t.micro_batch);
