@@ -112,28 +112,32 @@ void lora_adapter(Builder& b, std::string_view name, const TrainingSetup& t, int
 }
 
 // Stored-activation coefficients of the tensors some op of a site saves (a tensor
-// counts once however many ops keep it); `skip_selective` leaves out what selective
-// recompute regenerates. One walk over the ops marks, per tensor, the sites that save
-// it; each sum then adds the tensors in index order.
-struct SavedSites {
-    std::vector<unsigned char> mask;  // bit 1 << Site
-    explicit SavedSites(const StepGraph& g) : mask(g.tensors.size(), 0) {
-        for (const OpDef& o : g.ops)
-            for (int i : o.saves) mask[static_cast<size_t>(i)] |= static_cast<unsigned char>(1u << static_cast<unsigned>(o.site));
-    }
-    [[nodiscard]] ActivationCoeffs coeffs(const StepGraph& g, Site site, bool skip_selective, bool logits) const {
-        const unsigned bit = 1u << static_cast<unsigned>(site);
-        ActivationCoeffs c;
-        for (size_t i = 0; i < g.tensors.size(); ++i) {
-            const TensorDef& td = g.tensors[i];
-            if (!(mask[i] & bit) || td.logits != logits) continue;
-            if (skip_selective && td.producer >= 0 && g.ops[static_cast<size_t>(td.producer)].selective_recompute) continue;
-            (td.split == Split::Replicated ? c.replicated : c.tensor_parallel) += td.elems_per_token * td.bytes_per_elem;
-            c.squared += td.elems_per_token_sq * td.bytes_per_elem;
+// counts once however many ops keep it): per layer (all, and without what
+// selective recompute regenerates), the embedding side, the head side and the
+// loss's logits. One walk over the ops marks, per tensor, the sites that save it;
+// one walk over the tensors then adds each to its sums, in index order.
+void saved_coeffs(StepGraph& g) {
+    std::vector<unsigned char> mask(g.tensors.size(), 0);  // bit 1 << Site
+    for (const OpDef& o : g.ops)
+        for (int i : o.saves) mask[static_cast<size_t>(i)] |= static_cast<unsigned char>(1u << static_cast<unsigned>(o.site));
+    auto add = [](ActivationCoeffs& c, const TensorDef& td) {
+        (td.split == Split::Replicated ? c.replicated : c.tensor_parallel) += td.elems_per_token * td.bytes_per_elem;
+        c.squared += td.elems_per_token_sq * td.bytes_per_elem;
+    };
+    constexpr unsigned first = 1u << static_cast<unsigned>(Site::First);
+    constexpr unsigned layer = 1u << static_cast<unsigned>(Site::Layer);
+    constexpr unsigned last = 1u << static_cast<unsigned>(Site::Last);
+    for (size_t i = 0; i < g.tensors.size(); ++i) {
+        const TensorDef& td = g.tensors[i];
+        if (mask[i] & last) add(td.logits ? g.logits : g.stored_last, td);
+        if (td.logits) continue;
+        if (mask[i] & first) add(g.stored_first, td);
+        if (mask[i] & layer) {
+            add(g.stored_none, td);
+            if (!(td.producer >= 0 && g.ops[static_cast<size_t>(td.producer)].selective_recompute)) add(g.stored_selective, td);
         }
-        return c;
     }
-};
+}
 
 }  // namespace
 
@@ -412,14 +416,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
 
     // --- stored bytes per recompute policy
     StepGraph& g = b.g;
-    const SavedSites saved(g);
-    g.stored_none = saved.coeffs(g, Site::Layer, false, false);
-    g.stored_selective = saved.coeffs(g, Site::Layer, true, false);
+    saved_coeffs(g);  // stored_none, stored_selective, stored_first, stored_last, logits
     // Full recompute keeps only each layer's input (2sbh; Korthikanti Sec. 4.2).
     g.stored_full.replicated = h * a;
-    g.stored_first = saved.coeffs(g, Site::First, false, false);
-    g.stored_last = saved.coeffs(g, Site::Last, false, false);
-    g.logits = saved.coeffs(g, Site::Last, false, true);
     for (const OpDef& o : g.ops)
         if (o.site == Site::Layer && o.selective_recompute) g.selective_flops_per_token_sq += o.flops_per_token_sq;
     for (const OpDef& o : g.ops) {
