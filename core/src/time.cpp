@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "trainplan/collectives.hpp"
 #include "trainplan/policy.hpp"
@@ -53,11 +54,21 @@ struct Hw {
 // One GEMM of m x k times k x n: roofline with shape-dependent efficiency --
 // wave quantization of 128 x 128 output tiles over the SMs, and the per-tile
 // prologue/epilogue amortized over the reduction depth k.
+// std::ceil of a positive double, exactly (the baseline x86-64 target has no
+// rounding instruction, and std::ceil is a slow software routine there): below
+// 2^52 the truncation to an integer is exact; above, every double is already an
+// integer (and NaN takes std::ceil too).
+inline double ceil_positive(double x) {
+    if (!(x < 4503599627370496.0)) return std::ceil(x);
+    const double whole = static_cast<double>(static_cast<std::int64_t>(x));
+    return whole < x ? whole + 1.0 : whole;
+}
+
 double gemm_s(double m, double n, double k, double act_bytes, const Hw& hw) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     const double flops = 2.0 * m * n * k;
-    const double tiles = std::ceil(m / 128.0) * std::ceil(n / 128.0);
-    const double waves = std::ceil(tiles / hw.sms);
+    const double tiles = ceil_positive(m / 128.0) * ceil_positive(n / 128.0);
+    const double waves = ceil_positive(tiles / hw.sms);
     const double wave_eff = tiles / (waves * hw.sms);
     const double depth_eff = k / (k + 64.0);
     const double eff = hw.eff.gemm * wave_eff * depth_eff;
