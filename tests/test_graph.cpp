@@ -2,6 +2,10 @@
 // ops selective recompute repeats, where the tied copy and the logits live.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "helpers.hpp"
 #include "trainplan/sharding.hpp"
 
@@ -98,4 +102,30 @@ TEST_CASE("logits: 16-bit copy plus the fp32 softmax copy, vocabulary split by T
     const StepGraph g = build_step_graph(m, TrainingSetup{});
     CHECK(g.logits.bytes(8192, 1, 1, false) == 8192.0 * 128256 * 6);
     CHECK(g.logits.bytes(8192, 1, 2, true) == 8192.0 * 128256 * 3);
+}
+
+TEST_CASE("op and tensor labels are built from static pieces and read as before", "[graph][labels]") {
+    // Labels are string_view pieces (no strings built per graph); label() joins
+    // them into the names the builder used to concatenate.
+    TrainingSetup t;
+    t.method = Method::LoRA;
+    t.lora.targets = kLoraAll;
+    t.lora.dropout = 0.05;
+    const ModelSpec m = tp_test::model("mixtral-8x7b");
+    REQUIRE(m.is_moe());
+    const StepGraph g = build_step_graph(m, t);
+    std::vector<std::string> ops, tensors;
+    for (const OpDef& o : g.ops) ops.push_back(o.label());
+    for (const TensorDef& td : g.tensors) tensors.push_back(td.label());
+    auto has = [](const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); };
+    CHECK(has(ops, "q_proj"));
+    CHECK(has(ops, "q_proj.lora_A"));
+    CHECK(has(ops, "experts.gate_up_proj"));
+    CHECK(has(ops, "experts.gate_proj.lora_dropout"));
+    CHECK(has(ops, "experts.down_proj.lora_B"));
+    CHECK(has(ops, "moe_combine"));  // the scope ends with the experts' MLP
+    CHECK(has(tensors, "experts.up_proj.lora_dropout_mask"));
+    CHECK(has(tensors, "o_proj.lora_A_out"));
+    CHECK(has(tensors, "experts.act_x_up"));
+    CHECK(has(tensors, "logits_fp32"));
 }

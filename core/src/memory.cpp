@@ -149,12 +149,13 @@ struct MemoryContext {
     BytesPerParam adapter_bpp;  // trainable weights under LoRA / QLoRA
     double frozen_linear_bpp = 0, frozen_other_bpp = 0;
     double framework_bytes = 0, frag_frac = 0;
+    double gathered_layer_params = 0;  // one layer's parameters per GPU, when ZeRO-3 / FSDP gathers them
 };
 
 MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     const TrainingSetup& t = s.setup;
     const MemoryDefaults& def = memory_defaults();
-    MemoryContext c{s, g, shard_plan(s), bytes_per_trainable_param(t), {}, 0, 0, 0, 0};
+    MemoryContext c{s, g, shard_plan(s), bytes_per_trainable_param(t), {}, 0, 0, 0, 0, 0};
     const bool qlora = t.method == Method::QLoRA;
     // Frozen base weight bytes per parameter (QLoRA: NF4 linear layers).
     c.frozen_linear_bpp = qlora ? qlora_bits_per_param(t.qlora) / 8.0 : (t.precision == Precision::FP32 ? 4.0 : 2.0);
@@ -169,6 +170,7 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     // Calibration hook (calibrate.hpp): fitted additions to the overheads.
     c.framework_bytes += s.calibration.framework_bytes;
     c.frag_frac += s.calibration.reserve_fraction;
+    if (c.plan.gathers_weights) c.gathered_layer_params = stage_params(g, c.plan, 1, false, false).total();  // the same on every stage
     return c;
 }
 
@@ -273,7 +275,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // one in the compute dtype (16-bit for mixed and bf16 training, fp32
         // for fp32, the 4-bit base under QLoRA); the gradient of one layer
         // waits for its reduce-scatter. One rank shards nothing: no gather.
-        const double layer = stage_params(g, c.plan, 1, false, false).total();
+        const double layer = c.gathered_layer_params;
         const double w16 = full ? (t.precision == Precision::FP32 ? 4.0 : 2.0) : c.frozen_linear_bpp;
         temp += 2 * layer * w16 + (full ? layer * c.bpp.gradients : 0);
     }
@@ -325,13 +327,13 @@ MemoryEstimate estimate_memory(const Scenario& s, const StepGraph& g, bool all_s
     est.total_params = std::llround(g.model_params(s.model.num_layers));
     est.trainable_params = std::llround(g.model_params(s.model.num_layers, true));
     // Which stages to evaluate: all, or first / one middle / last.
-    std::vector<int> stage_ids;
     if (all_stages || lay.pp <= 3) {
-        for (int i = 0; i < lay.pp; ++i) stage_ids.push_back(i);
+        est.stages.reserve(static_cast<size_t>(std::max(1, lay.pp)));
+        for (int i = 0; i < lay.pp; ++i) est.stages.push_back(stage_memory(c, i));
     } else {
-        stage_ids = {0, 1, lay.pp - 1};
+        est.stages.reserve(3);
+        for (int i : {0, 1, lay.pp - 1}) est.stages.push_back(stage_memory(c, i));
     }
-    for (int i : stage_ids) est.stages.push_back(stage_memory(c, i));
     est.worst = 0;
     for (size_t i = 1; i < est.stages.size(); ++i)
         if (est.stages[i].mem.total > est.stages[static_cast<size_t>(est.worst)].mem.total) est.worst = static_cast<int>(i);

@@ -24,50 +24,55 @@ class Builder {
 public:
     StepGraph g;
     Site site = Site::Layer;
+    // Label pieces given to every op and tensor added (static storage; see OpLabel).
+    std::string_view scope;
+    std::string_view adapted;
     Builder() {
         g.ops.reserve(64);
         g.tensors.reserve(64);
     }
 
-    int tensor(std::string name, double per_token, double bytes, Split split, double per_token_sq = 0) {
-        TensorDef t;
-        t.name = std::move(name);
+    int tensor(std::string_view name, double per_token, double bytes, Split split, double per_token_sq = 0) {
+        TensorDef& t = g.tensors.emplace_back();
+        t.name = name;
+        t.scope = scope;
+        t.adapted = adapted;
         t.elems_per_token = per_token;
         t.elems_per_token_sq = per_token_sq;
         t.bytes_per_elem = bytes;
         t.split = split;
-        g.tensors.push_back(std::move(t));
         return static_cast<int>(g.tensors.size()) - 1;
     }
     // A tensor the last op writes (what selective recompute regenerates when
     // that op is marked).
-    int output(std::string name, double per_token, double bytes, Split split, double per_token_sq = 0) {
-        const int i = tensor(std::move(name), per_token, bytes, split, per_token_sq);
+    int output(std::string_view name, double per_token, double bytes, Split split, double per_token_sq = 0) {
+        const int i = tensor(name, per_token, bytes, split, per_token_sq);
         g.tensors[static_cast<size_t>(i)].producer = static_cast<int>(g.ops.size()) - 1;
         return i;
     }
-    OpDef& op(std::string name, OpRole role, OpKind kind, Split split, std::vector<int> saves) {
-        OpDef o;
-        o.name = std::move(name);
+    OpDef& op(std::string_view name, OpRole role, OpKind kind, Split split, InlineList<int, 8> saves) {
+        OpDef& o = g.ops.emplace_back();
+        o.name = name;
+        o.scope = scope;
+        o.adapted = adapted;
         o.role = role;
         o.kind = kind;
         o.site = site;
         o.split = split;
-        o.saves = std::move(saves);
-        g.ops.push_back(std::move(o));
-        return g.ops.back();
+        o.saves = saves;
+        return o;
     }
     // y = x W: k inputs, n outputs per token; saves its input x.
-    OpDef& gemm(std::string name, OpRole role, double k, double n, Split split, int input, double weight_copies = 1) {
-        OpDef& o = op(std::move(name), role, OpKind::Gemm, split, {input});
+    OpDef& gemm(std::string_view name, OpRole role, double k, double n, Split split, int input, double weight_copies = 1) {
+        OpDef& o = op(name, role, OpKind::Gemm, split, {input});
         o.flops_per_token = 2.0 * k * n * weight_copies;
         o.gemm_k = k;
         o.gemm_n = n * weight_copies;
         o.row_parallel = g.tensors[static_cast<size_t>(input)].split == Split::TensorParallel && split == Split::TensorParallel;
         return o;
     }
-    OpDef& elementwise(std::string name, OpRole role, OpKind kind, Split split, double bytes_per_token, std::vector<int> saves) {
-        OpDef& o = op(std::move(name), role, kind, split, std::move(saves));
+    OpDef& elementwise(std::string_view name, OpRole role, OpKind kind, Split split, double bytes_per_token, InlineList<int, 8> saves) {
+        OpDef& o = op(name, role, kind, split, saves);
         o.hbm_bytes_per_token = bytes_per_token;
         return o;
     }
@@ -84,43 +89,54 @@ public:
 // dropped copy for A's weight gradient, A's output (rank r) is kept for B's.
 // With no LoRA dropout A reads `in` itself, which is already saved. The adapter
 // weights are r (d_in + d_out) per matrix (Hu et al. 2021).
-void lora_adapter(Builder& b, const std::string& name, const TrainingSetup& t, int in, double d_in, double d_out,
+void lora_adapter(Builder& b, std::string_view name, const TrainingSetup& t, int in, double d_in, double d_out,
                   Split split, double act_bytes, double copies, ShardClass cls) {
     const double r = t.lora.rank;
+    b.adapted = name;  // labels: <scope><name>.lora_*
     int a_in = in;
     if (t.lora.dropout > 0) {
-        const int mask = b.tensor(name + ".lora_dropout_mask", d_in, 1.0, split);
-        b.elementwise(name + ".lora_dropout", OpRole::LoraDropout, OpKind::Dropout, split, d_in * act_bytes * 2, {mask});
-        a_in = b.tensor(name + ".lora_dropped_input", d_in, act_bytes, split);
+        const int mask = b.tensor("lora_dropout_mask", d_in, 1.0, split);
+        b.elementwise("lora_dropout", OpRole::LoraDropout, OpKind::Dropout, split, d_in * act_bytes * 2, {mask});
+        a_in = b.tensor("lora_dropped_input", d_in, act_bytes, split);
     }
-    OpDef& A = b.gemm(name + ".lora_A", OpRole::LoraA, d_in, r, split, a_in);
+    OpDef& A = b.gemm("lora_A", OpRole::LoraA, d_in, r, split, a_in);
     A.kind = OpKind::LoraGemm;
     Builder::owns(A, copies * r * d_in, true, cls, true);
     A.weight.adapter = true;
-    const int a_out = b.tensor(name + ".lora_A_out", r, act_bytes, Split::Replicated);
-    OpDef& B = b.gemm(name + ".lora_B", OpRole::LoraB, r, d_out, split, a_out);
+    const int a_out = b.tensor("lora_A_out", r, act_bytes, Split::Replicated);
+    OpDef& B = b.gemm("lora_B", OpRole::LoraB, r, d_out, split, a_out);
     B.kind = OpKind::LoraGemm;
     Builder::owns(B, copies * r * d_out, true, cls, true);
     B.weight.adapter = true;
+    b.adapted = {};
 }
 
-// Stored-activation coefficients of the tensors some op of `site` saves (a tensor
-// counts once however many ops keep it); `skip_selective` leaves out what
-// selective recompute regenerates.
-ActivationCoeffs saved_coeffs(const StepGraph& g, Site site, bool skip_selective, bool logits) {
-    std::vector<char> saved(g.tensors.size(), 0);
+// Stored-activation coefficients of the tensors some op of a site saves (a tensor
+// counts once however many ops keep it): per layer (all, and without what
+// selective recompute regenerates), the embedding side, the head side and the
+// loss's logits. One walk over the ops marks, per tensor, the sites that save it;
+// one walk over the tensors then adds each to its sums, in index order.
+void saved_coeffs(StepGraph& g) {
+    std::vector<unsigned char> mask(g.tensors.size(), 0);  // bit 1 << Site
     for (const OpDef& o : g.ops)
-        if (o.site == site)
-            for (int i : o.saves) saved[static_cast<size_t>(i)] = 1;
-    ActivationCoeffs c;
-    for (size_t i = 0; i < g.tensors.size(); ++i) {
-        const TensorDef& td = g.tensors[i];
-        if (!saved[i] || td.logits != logits) continue;
-        if (skip_selective && td.producer >= 0 && g.ops[static_cast<size_t>(td.producer)].selective_recompute) continue;
+        for (int i : o.saves) mask[static_cast<size_t>(i)] |= static_cast<unsigned char>(1u << static_cast<unsigned>(o.site));
+    auto add = [](ActivationCoeffs& c, const TensorDef& td) {
         (td.split == Split::Replicated ? c.replicated : c.tensor_parallel) += td.elems_per_token * td.bytes_per_elem;
         c.squared += td.elems_per_token_sq * td.bytes_per_elem;
+    };
+    constexpr unsigned first = 1u << static_cast<unsigned>(Site::First);
+    constexpr unsigned layer = 1u << static_cast<unsigned>(Site::Layer);
+    constexpr unsigned last = 1u << static_cast<unsigned>(Site::Last);
+    for (size_t i = 0; i < g.tensors.size(); ++i) {
+        const TensorDef& td = g.tensors[i];
+        if (mask[i] & last) add(td.logits ? g.logits : g.stored_last, td);
+        if (td.logits) continue;
+        if (mask[i] & first) add(g.stored_first, td);
+        if (mask[i] & layer) {
+            add(g.stored_none, td);
+            if (!(td.producer >= 0 && g.ops[static_cast<size_t>(td.producer)].selective_recompute)) add(g.stored_selective, td);
+        }
     }
-    return c;
 }
 
 }  // namespace
@@ -274,7 +290,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
 
     // One MLP of `ffn` columns per copy, `copies` of them side by side (shared
     // experts) or `copies` experts of which each token visits `rows` (routed).
-    auto mlp = [&](const std::string& prefix, double ffn, double copies, double rows, int groups, ShardClass cls) {
+    auto mlp = [&](std::string_view prefix, double ffn, double copies, double rows, int groups, ShardClass cls) {
         // rows: expected passes per token through this MLP (1 for dense and
         // shared experts; top_k for the routed experts under balanced routing).
         const double width = groups > 1 ? ffn : ffn * copies;  // GEMM columns one token sees per pass
@@ -285,35 +301,37 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             o.gemm_groups = groups;
         };
         const double lora_copies = copies;
+        b.scope = prefix;  // labels: <prefix><op>
         if (m.gated()) {
-            OpDef& gu = b.gemm(prefix + "gate_up_proj", OpRole::GateUpProj, h, width, TP, mlp_in, 2);
+            OpDef& gu = b.gemm("gate_up_proj", OpRole::GateUpProj, h, width, TP, mlp_in, 2);
             expertise(gu);
             Builder::owns(gu, copies * (2 * h * ffn + bias(m.mlp_bias, 2 * ffn)), base_trained, cls, true);
-            if (adapted(kLoraGate)) lora_adapter(b, prefix + "gate_proj", t, mlp_in, h, ffn, R, a, lora_copies, cls);
-            if (adapted(kLoraUp)) lora_adapter(b, prefix + "up_proj", t, mlp_in, h, ffn, R, a, lora_copies, cls);
-            const int gate = b.tensor(prefix + "gate", f, a, TP);
-            const int up = b.tensor(prefix + "up", f, a, TP);
-            b.elementwise(prefix + "act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * a, {gate});
-            const int act = b.tensor(prefix + "act", f, a, TP);
-            b.elementwise(prefix + "act_mul", OpRole::ActMul, OpKind::Elementwise, TP, 3 * f * a, {act, up});
-            const int prod = b.tensor(prefix + "act_x_up", f, a, TP);
-            OpDef& down = b.gemm(prefix + "down_proj", OpRole::DownProj, width, h, TP, prod);
+            if (adapted(kLoraGate)) lora_adapter(b, "gate_proj", t, mlp_in, h, ffn, R, a, lora_copies, cls);
+            if (adapted(kLoraUp)) lora_adapter(b, "up_proj", t, mlp_in, h, ffn, R, a, lora_copies, cls);
+            const int gate = b.tensor("gate", f, a, TP);
+            const int up = b.tensor("up", f, a, TP);
+            b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * a, {gate});
+            const int act = b.tensor("act", f, a, TP);
+            b.elementwise("act_mul", OpRole::ActMul, OpKind::Elementwise, TP, 3 * f * a, {act, up});
+            const int prod = b.tensor("act_x_up", f, a, TP);
+            OpDef& down = b.gemm("down_proj", OpRole::DownProj, width, h, TP, prod);
             expertise(down);
             Builder::owns(down, copies * (ffn * h + bias(m.mlp_bias, h)), base_trained, cls, true);
-            if (adapted(kLoraDown)) lora_adapter(b, prefix + "down_proj", t, prod, ffn, h, TP, a, lora_copies, cls);
+            if (adapted(kLoraDown)) lora_adapter(b, "down_proj", t, prod, ffn, h, TP, a, lora_copies, cls);
         } else {
-            OpDef& up = b.gemm(prefix + "fc1", OpRole::UpProj, h, width, TP, mlp_in);
+            OpDef& up = b.gemm("fc1", OpRole::UpProj, h, width, TP, mlp_in);
             expertise(up);
             Builder::owns(up, copies * (h * ffn + bias(m.mlp_bias, ffn)), base_trained, cls, true);
-            if (adapted(kLoraUp)) lora_adapter(b, prefix + "fc1", t, mlp_in, h, ffn, R, a, lora_copies, cls);
-            const int fc1 = b.tensor(prefix + "fc1_out", f, a, TP);
-            b.elementwise(prefix + "act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * a, {fc1});
-            const int act = b.tensor(prefix + "act_out", f, a, TP);
-            OpDef& down = b.gemm(prefix + "fc2", OpRole::DownProj, width, h, TP, act);
+            if (adapted(kLoraUp)) lora_adapter(b, "fc1", t, mlp_in, h, ffn, R, a, lora_copies, cls);
+            const int fc1 = b.tensor("fc1_out", f, a, TP);
+            b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * a, {fc1});
+            const int act = b.tensor("act_out", f, a, TP);
+            OpDef& down = b.gemm("fc2", OpRole::DownProj, width, h, TP, act);
             expertise(down);
             Builder::owns(down, copies * (ffn * h + bias(m.mlp_bias, h)), base_trained, cls, true);
-            if (adapted(kLoraDown)) lora_adapter(b, prefix + "fc2", t, act, ffn, h, TP, a, lora_copies, cls);
+            if (adapted(kLoraDown)) lora_adapter(b, "fc2", t, act, ffn, h, TP, a, lora_copies, cls);
         }
+        b.scope = {};
     };
 
     if (m.is_moe()) {
@@ -398,13 +416,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
 
     // --- stored bytes per recompute policy
     StepGraph& g = b.g;
-    g.stored_none = saved_coeffs(g, Site::Layer, false, false);
-    g.stored_selective = saved_coeffs(g, Site::Layer, true, false);
+    saved_coeffs(g);  // stored_none, stored_selective, stored_first, stored_last, logits
     // Full recompute keeps only each layer's input (2sbh; Korthikanti Sec. 4.2).
     g.stored_full.replicated = h * a;
-    g.stored_first = saved_coeffs(g, Site::First, false, false);
-    g.stored_last = saved_coeffs(g, Site::Last, false, false);
-    g.logits = saved_coeffs(g, Site::Last, false, true);
     for (const OpDef& o : g.ops)
         if (o.site == Site::Layer && o.selective_recompute) g.selective_flops_per_token_sq += o.flops_per_token_sq;
     for (const OpDef& o : g.ops) {

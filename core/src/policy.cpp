@@ -149,15 +149,17 @@ bool Policy::knows_architecture(const std::string& arch) const {
 }
 
 AttentionEfficiency Policy::attention(const std::string& arch, AttentionKernel k) const {
-    const Attn* row = nullptr;
-    const Attn* fb = nullptr;
-    for (const auto& [name, a] : attention_) {
-        if (name == arch) row = &a;
-        if (name == fallback_arch_) fb = &a;
-    }
+    // Rows are the keys of one TOML table (unique): the first match is the row, and
+    // the fallback row is looked for only when the architecture has none.
+    auto find = [this](const std::string& n) -> const Attn* {
+        for (const auto& [name, a] : attention_)
+            if (name == n) return &a;
+        return nullptr;
+    };
+    const Attn* row = find(arch);
     AttentionEfficiency e;
     e.fallback = row == nullptr;
-    const Attn& a = row ? *row : *fb;
+    const Attn& a = row ? *row : *find(fallback_arch_);
     e.value = k == AttentionKernel::Flash1 ? a.flash1 : k == AttentionKernel::Flash2 ? a.flash2 : a.flash3;
     return e;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "trainplan/collectives.hpp"
 #include "trainplan/policy.hpp"
@@ -53,11 +54,21 @@ struct Hw {
 // One GEMM of m x k times k x n: roofline with shape-dependent efficiency --
 // wave quantization of 128 x 128 output tiles over the SMs, and the per-tile
 // prologue/epilogue amortized over the reduction depth k.
+// std::ceil of a positive double, exactly (the baseline x86-64 target has no
+// rounding instruction, and std::ceil is a slow software routine there): below
+// 2^52 the truncation to an integer is exact; above, every double is already an
+// integer (and NaN takes std::ceil too).
+inline double ceil_positive(double x) {
+    if (!(x < 4503599627370496.0)) return std::ceil(x);
+    const double whole = static_cast<double>(static_cast<std::int64_t>(x));
+    return whole < x ? whole + 1.0 : whole;
+}
+
 double gemm_s(double m, double n, double k, double act_bytes, const Hw& hw) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     const double flops = 2.0 * m * n * k;
-    const double tiles = std::ceil(m / 128.0) * std::ceil(n / 128.0);
-    const double waves = std::ceil(tiles / hw.sms);
+    const double tiles = ceil_positive(m / 128.0) * ceil_positive(n / 128.0);
+    const double waves = ceil_positive(tiles / hw.sms);
     const double wave_eff = tiles / (waves * hw.sms);
     const double depth_eff = k / (k + 64.0);
     const double eff = hw.eff.gemm * wave_eff * depth_eff;
@@ -85,6 +96,10 @@ struct TimeContext {
     int max_layers = 0;      // layers on the critical (last) stage
     StageParams crit;        // parameters per GPU on the critical stage
     BytesPerParam bpp;
+    // What every op's time reads, looked up once per evaluation.
+    double act_bytes = 2;    // activation_bytes_per_elem(precision)
+    double sq = 0;           // sequence length
+    bool sp = false;         // sequence parallelism in effect (tp > 1)
     [[nodiscard]] const LinkCost& link(Tier t) const { return t == Tier::InterNode ? tiers.inter : tiers.intra; }
     [[nodiscard]] const std::string& link_id(Tier t) const {
         static const std::string none;
@@ -98,10 +113,10 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
     const ModelSpec& m = c.s.model;
     const Hw& hw = c.hw;
     const double tp = t.layout.tp;
-    const bool sp = t.layout.sequence_parallel && t.layout.tp > 1;
+    const bool sp = c.sp;
     const double tokens = c.tokens_mb;
-    const double sq = static_cast<double>(t.seq_len);
-    const double a = activation_bytes_per_elem(t.precision);
+    const double sq = c.sq;
+    const double a = c.act_bytes;
     double fwd = 0, bwd = 0;
     switch (o.kind) {
         case OpKind::Gemm:
@@ -474,7 +489,8 @@ TimeEstimate estimate_time(const Scenario& s) { return estimate_time(s, build_st
 TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {
     const TrainingSetup& t = s.setup;
     const ParallelLayout& lay = t.layout;
-    TimeContext c{s, g, shard_plan(s), tier_costs(s.cluster), make_hw(s), 1, 1, 0, 0, {}, bytes_per_trainable_param(t)};
+    TimeContext c{s, g, shard_plan(s), tier_costs(s.cluster), make_hw(s), 1, 1, 0, 0, {}, bytes_per_trainable_param(t),
+                  activation_bytes_per_elem(t.precision), static_cast<double>(t.seq_len), lay.sequence_parallel && lay.tp > 1};
     // Calibration hook (calibrate.hpp): fitted bus-efficiency multipliers per tier.
     c.tiers.intra.bus_Bps *= s.calibration.intra_link;
     c.tiers.inter.bus_Bps *= s.calibration.inter_link;

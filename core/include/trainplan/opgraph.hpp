@@ -14,7 +14,11 @@
 // tensors are per token per key position (multiply by s*s*b).
 #pragma once
 
+#include <cstddef>
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainplan/training.hpp"
@@ -71,13 +75,61 @@ enum class CollectiveKind {
     ExpertAllToAll,  // token dispatch / combine over the EP group
     // ContextParallel: the ring of K/V blocks would be added here.
 };
+// A short list stored inline (an op saves at most a handful of tensors and triggers at
+// most two collectives): building the graph allocates nothing per op. Exceeding the
+// capacity is a programming error in the builder (std::length_error).
+template <class T, std::size_t N>
+class InlineList {
+public:
+    InlineList() = default;
+    InlineList(std::initializer_list<T> xs) { insert(end(), xs); }
+    void push_back(const T& x) {
+        if (n_ == N) throw std::length_error("trainplan: InlineList capacity exceeded");
+        v_[n_++] = x;
+    }
+    // Appends (the graph builder only ever appends).
+    void insert(const T* /*end*/, std::initializer_list<T> xs) {
+        for (const T& x : xs) push_back(x);
+    }
+    [[nodiscard]] std::size_t size() const { return n_; }
+    [[nodiscard]] bool empty() const { return n_ == 0; }
+    [[nodiscard]] const T& operator[](std::size_t i) const { return v_[i]; }
+    [[nodiscard]] T& operator[](std::size_t i) { return v_[i]; }
+    [[nodiscard]] const T* begin() const { return v_; }
+    [[nodiscard]] const T* end() const { return v_ + n_; }
+    [[nodiscard]] T* begin() { return v_; }
+    [[nodiscard]] T* end() { return v_ + n_; }
+
+private:
+    T v_[N] = {};
+    std::size_t n_ = 0;
+};
+
+// An op or tensor label, kept as pieces of static storage so that building the graph
+// builds no strings: `scope` (the MLP copy, "experts." / "shared_experts."), `adapted`
+// (the linear a LoRA op or tensor belongs to, e.g. "gate_proj") and the own `name`.
+// str() is the full label, e.g. "experts.gate_proj.lora_A".
+struct OpLabel {
+    std::string_view scope;
+    std::string_view adapted;
+    std::string_view name;
+    [[nodiscard]] std::string str() const {
+        std::string r(scope);
+        if (!adapted.empty()) r.append(adapted).append(".");
+        return r.append(name);
+    }
+};
+
 struct CollectiveDef {
     CollectiveKind kind = CollectiveKind::TensorParallel;
     double bytes_per_token = 0;  // message size per token of the micro-batch
 };
 
 struct TensorDef {
-    std::string name;               // label (tests, debugging)
+    std::string_view name;          // label (tests, debugging); static storage, see OpLabel
+    std::string_view scope;         // label prefix: "experts." / "shared_experts." or empty
+    std::string_view adapted;       // LoRA tensors: the linear they belong to, else empty
+    [[nodiscard]] std::string label() const { return OpLabel{scope, adapted, name}.str(); }
     double elems_per_token = 0;     // x s*b
     double elems_per_token_sq = 0;  // x s*s*b (attention scores, masks)
     double bytes_per_elem = 2;
@@ -87,7 +139,10 @@ struct TensorDef {
 };
 
 struct OpDef {
-    std::string name;  // label only: nothing compares it
+    std::string_view name;     // label only: nothing compares it (static storage, see OpLabel)
+    std::string_view scope;    // label prefix: "experts." / "shared_experts." or empty
+    std::string_view adapted;  // LoRA ops: the linear they adapt, else empty
+    [[nodiscard]] std::string label() const { return OpLabel{scope, adapted, name}.str(); }
     OpRole role = OpRole::ActFn;
     OpKind kind = OpKind::Elementwise;
     Site site = Site::Layer;
@@ -110,8 +165,8 @@ struct OpDef {
     double bwd_hbm_factor = 2;       // backward traffic / forward traffic
     bool selective_recompute = false;  // repeated in backward under selective recompute (Korthikanti Sec. 5)
     WeightDef weight;
-    std::vector<CollectiveDef> collectives;
-    std::vector<int> saves;  // indices into StepGraph::tensors
+    InlineList<CollectiveDef, 4> collectives;
+    InlineList<int, 8> saves;  // indices into StepGraph::tensors
 };
 
 // Saved-activation bytes, as coefficients:
