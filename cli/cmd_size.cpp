@@ -66,8 +66,8 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
     if (auto v = checked_option("pue", o.pue, errs)) pue = *v;
     if (auto v = checked_option("amortization_years", o.amortize, errs)) amortize = *v;
     if (!o.goal_file.empty()) {
-        check_priced_ids(goal.rent_usd_per_gpu_hour, o.goal_file + " [rent]", presets, errs);
-        check_priced_ids(goal.price_usd_per_gpu, o.goal_file + " [price]", presets, errs);
+        check_priced_ids(goal.rent_usd_per_gpu_hour, o.goal_file, "rent", presets, errs);
+        check_priced_ids(goal.price_usd_per_gpu, o.goal_file, "price", presets, errs);
     }
     parse_priced(o.rent, "rent", presets, goal.rent_usd_per_gpu_hour, errs);
     parse_priced(o.price, "price", presets, goal.price_usd_per_gpu, errs);

@@ -179,15 +179,15 @@ void parse_priced(const std::vector<std::string>& items, const char* key, Preset
     }
 }
 
-void check_priced_ids(const std::map<std::string, double>& table, const std::string& where, PresetLookup& presets,
-                      std::vector<Diagnostic>& errs) {
+void check_priced_ids(const std::map<std::string, double>& table, const std::string& file, const std::string& section,
+                      PresetLookup& presets, std::vector<Diagnostic>& errs) {
     const auto ids = presets.names(PresetKind::Gpu);
     for (const auto& [id, v] : table) {
         if (std::find(ids.begin(), ids.end(), id) != ids.end()) continue;
-        std::string msg = "unknown GPU preset \"" + id + "\" in " + where;
+        std::string msg = "[" + section + "] " + id + ": unknown GPU preset \"" + id + "\"";
         const auto near = closest_names(id, ids);
         if (!near.empty()) msg += "; did you mean \"" + near.front() + "\"?";
-        errs.push_back({"", 0, 0, id, msg});
+        errs.push_back({file, 0, 0, section + "." + id, msg});
     }
 }
 

@@ -53,7 +53,7 @@ std::optional<double> checked_option(const char* key, const std::optional<double
 void parse_priced(const std::vector<std::string>& items, const char* key, PresetLookup& presets,
                   std::map<std::string, double>& out, std::vector<Diagnostic>& errs);
 // Checks the GPU ids of a priced table (a goal file's [rent] / [price]).
-void check_priced_ids(const std::map<std::string, double>& table, const std::string& where, PresetLookup& presets,
+void check_priced_ids(const std::map<std::string, double>& table, const std::string& file, const std::string& section, PresetLookup& presets,
                       std::vector<Diagnostic>& errs);
 
 }  // namespace trainplan::cli

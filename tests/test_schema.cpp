@@ -434,7 +434,7 @@ TEST_CASE("a goal file's [rent] is checked like --rent: unknown GPU ids get did-
     const auto r = tp_test::cli({"size", "--goal", path});
     std::remove(path.c_str());
     CHECK(r.code == 2);
-    CHECK(r.err.find("unknown GPU preset \"h100\" in " + path + " [rent]; did you mean \"") != std::string::npos);
+    CHECK(r.err.find(path + ": error: [rent] h100: unknown GPU preset \"h100\"; did you mean \"") != std::string::npos);
     // And the amounts follow the flag's rule: a negative rent in the file is refused.
     auto g = parse_goal_toml("[goal]\ntokens = 1e12\n[rent]\nh100-sxm = -1\n", "g.toml");
     REQUIRE(!g);

@@ -140,6 +140,7 @@ nlohmann::json scenario_json(const Scenario& s) {
         if (auto v = f.read(s)) slot = json_value(f, *v);
         else if (f.rule.type == FieldType::Text) slot = "";  // not applicable (one node: no inter-node link)
         else if (f.rule.type == FieldType::Int) slot = 0;    // 0 = the documented default
+        else slot = "default";  // a number left to its documented default (never null: null is how NaN prints)
     }
     return j;
 }
