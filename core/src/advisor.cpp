@@ -7,21 +7,13 @@
 #include "trainplan/moves.hpp"
 #include "trainplan/search.hpp"
 
+#include "text.hpp"
+
 namespace trainplan {
 
 namespace {
 
-std::string num(double v, int prec = 2) {
-    std::ostringstream o;
-    o.setf(std::ios::fixed);
-    o.precision(prec);
-    o << v;
-    return o.str();
-}
-
-double tokens_per_step(const Scenario& s) {
-    return static_cast<double>(s.setup.global_batch()) * static_cast<double>(s.setup.seq_len);
-}
+std::string num(double v, int prec = 2) { return detail::fixed(v, prec); }
 
 // ---- 1. observations that are mechanisms of the model -> the scenario as it runs
 
@@ -46,7 +38,7 @@ Scenario as_it_runs(const Scenario& s, const Observations& obs, std::vector<std:
 // idling -- the predicted busy time over the utilization. 0 when nothing says.
 double observed_step_s(const Scenario& s, const Observations& obs, double busy_step_s, std::vector<std::string>& assumptions) {
     if (obs.step_s) return *obs.step_s;
-    if (obs.tokens_per_s && *obs.tokens_per_s > 0) return tokens_per_step(s) / *obs.tokens_per_s;
+    if (obs.tokens_per_s && *obs.tokens_per_s > 0) return s.setup.tokens_per_step() / *obs.tokens_per_s;
     if (obs.gpu_util_pct && *obs.gpu_util_pct > 0 && *obs.gpu_util_pct < 95) {
         assumptions.push_back("step time = predicted busy time / observed utilization " + num(*obs.gpu_util_pct, 0) + " %");
         return busy_step_s / (*obs.gpu_util_pct / 100.0);
@@ -287,7 +279,7 @@ AdviceReport advise(const Scenario& s, const Observations& obs, const AdviceCont
 
     rep.time = estimate_time(cur);
     rep.memory = estimate_memory(cur).peak();
-    if (observed_step > 0) rep.observed_tokens_per_s = tokens_per_step(s) / observed_step;
+    if (observed_step > 0) rep.observed_tokens_per_s = s.setup.tokens_per_step() / observed_step;
     rep.diagnosis = diagnose(cur, rep.memory, rep.time, obs, estimate_time(s).throughput.tokens_per_s, rep.observed_tokens_per_s);
     for (const auto& a : assumptions) rep.diagnosis.evidence.push_back("assumed: " + a);
 

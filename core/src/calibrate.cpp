@@ -6,6 +6,8 @@
 // s^2 = SSR / (n - p) (Bates & Watts 1988, Ch. 2).
 #include <toml++/toml.h>
 
+#include "toml_reader.hpp"
+
 #include <Eigen/Dense>
 
 #include <algorithm>
@@ -137,7 +139,7 @@ std::vector<Observation> observations(const std::vector<MeasuredRun>& runs) {
         const auto graph = std::make_shared<StepGraph>(build_step_graph(s.model, s.setup));
         const bool multi_node = s.cluster.num_gpus > s.cluster.gpus_per_node;
         const bool multi_gpu_node = s.cluster.gpus_per_node > 1 && s.cluster.num_gpus > 1;
-        const double tokens_step = static_cast<double>(s.setup.global_batch()) * static_cast<double>(s.setup.seq_len);
+        const double tokens_step = s.setup.tokens_per_step();
         const double gpus = s.cluster.num_gpus;
         auto time_obs = [&](const char* metric, double measured, std::function<double(double)> from_step) {
             Observation o;
@@ -375,12 +377,7 @@ std::string calibration_to_toml(const CalibrationFit& fit, int runs) {
 
 Result<Calibration> parse_calibration_toml(std::string_view text, const std::string& file) {
     toml::table doc;
-    try {
-        doc = toml::parse(text, file);
-    } catch (const toml::parse_error& e) {
-        return Diagnostic{file, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
-                          "invalid TOML: " + std::string(e.description())};
-    }
+    if (auto err = detail::parse_document(text, file, doc)) return *err;
     std::vector<Diagnostic> errs;
     for (const auto& [k, node] : doc)
         if (k.str() != "calibration")

@@ -4,6 +4,8 @@
 
 #include "trainplan/units.hpp"
 
+#include "text.hpp"
+
 namespace trainplan {
 
 const char* to_string(Storage s) {
@@ -53,20 +55,8 @@ namespace {
 
 using K = BottleneckThresholds;
 
-std::string pct(double v) {
-    std::ostringstream o;
-    o.setf(std::ios::fixed);
-    o.precision(0);
-    o << 100 * v << " %";
-    return o.str();
-}
-std::string num(double v, int prec = 2) {
-    std::ostringstream o;
-    o.setf(std::ios::fixed);
-    o.precision(prec);
-    o << v;
-    return o.str();
-}
+std::string pct(double v) { return detail::fixed(100 * v, 0) + " %"; }
+std::string num(double v, int prec = 2) { return detail::fixed(v, prec); }
 std::string gbs(double bytes) { return num(bytes / units::GB, 2) + " GB"; }
 
 bool tensor_cores(const GpuSpec& g) { return g.bf16_flops > 2 * g.fp32_flops || g.fp16_flops > 2 * g.fp32_flops; }

@@ -17,6 +17,8 @@
 //    "| GPU reserved memory | ... |" with sizes "12345 MiB" (B, KiB, MiB, GiB, TiB).
 #include <toml++/toml.h>
 
+#include "toml_reader.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -390,12 +392,7 @@ Result<Measured> parse_run_log(std::string_view text, const std::string& file, L
 
 Result<RunFile> parse_run_file(std::string_view text, const std::string& file) {
     toml::table doc;
-    try {
-        doc = toml::parse(text, file);
-    } catch (const toml::parse_error& e) {
-        return Diagnostic{file, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
-                          "invalid TOML: " + std::string(e.description())};
-    }
+    if (auto err = detail::parse_document(text, file, doc)) return *err;
     const char* sec = doc.contains("measured") ? "measured" : doc.contains("run") ? "run" : nullptr;
     if (!sec) return diag(file, 1, "measured", "a run file needs a [measured] table (step_time_s, tokens_per_s, peak_allocated_gib, ... or log)");
     const toml::table* t = doc[sec].as_table();

@@ -8,6 +8,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "text.hpp"
+
 namespace trainplan {
 
 namespace {
@@ -22,13 +24,7 @@ std::string money(double usd) {
     return o.str();
 }
 
-std::string days(double s) {
-    std::ostringstream o;
-    o.setf(std::ios::fixed);
-    o.precision(1);
-    o << s / 86400 << " days";
-    return o.str();
-}
+std::string days(double s) { return detail::fixed(s / 86400, 1) + " days"; }
 
 }  // namespace
 

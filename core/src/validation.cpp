@@ -2,13 +2,14 @@
 
 #include <toml++/toml.h>
 
+#include "toml_reader.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 
 #include "trainplan/fit.hpp"
-#include "trainplan/input_limits.hpp"
 #include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
 
@@ -261,15 +262,8 @@ void read_scenario(const toml::table& doc, const TextSource& f, ValidationCase& 
 // One case file: its scenario sections (through the scenario parser) and [measured].
 std::optional<ValidationCase> load_case(const TextSource& f, std::vector<Diagnostic>& errs) {
     toml::table doc;
-    if (auto too_big = check_input_limits(f.text, f.filename, InputFormat::Toml)) {
-        errs.push_back(*too_big);
-        return std::nullopt;
-    }
-    try {
-        doc = toml::parse(f.text, f.filename);
-    } catch (const toml::parse_error& e) {
-        errs.push_back({f.filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
-                        "invalid TOML: " + std::string(e.description())});
+    if (auto err = detail::parse_document(f.text, f.filename, doc)) {
+        errs.push_back(*err);
         return std::nullopt;
     }
     const toml::table* m = doc["measured"].as_table();
@@ -304,7 +298,7 @@ double flops_per_token(const ValidationCase& c, const Scenario& s, const TimeEst
         case FlopFormula::StatedParams: return 6.0 * c.params.value_or(0) + attention;
         case FlopFormula::StatedParams6: return 6.0 * c.params.value_or(0);
         case FlopFormula::MegatronEq3:
-            return megatron_eq3_flops(s) / (static_cast<double>(s.setup.global_batch()) * static_cast<double>(s.setup.seq_len));
+            return megatron_eq3_flops(s) / s.setup.tokens_per_step();
         case FlopFormula::PaLM:
         case FlopFormula::None: break;
     }

@@ -101,6 +101,7 @@ struct TrainingSetup {
     double fragmentation_fraction = -1;
 
     [[nodiscard]] std::int64_t global_batch() const { return micro_batch * grad_accum * layout.dp; }
+    [[nodiscard]] double tokens_per_step() const { return static_cast<double>(global_batch()) * static_cast<double>(seq_len); }
     [[nodiscard]] bool trains_base_weights() const { return method == Method::Full; }
 };
 
