@@ -69,8 +69,7 @@ AdviceContext advice_context(PresetLookup& presets, const Scenario& s, std::vect
     const GpuSpec& g = s.cluster.gpu;
     std::vector<std::string> intra;
     if (!g.nvlink.empty()) intra.push_back(g.nvlink);
-    const int gen = g.pcie_gen > 0 ? std::min(g.pcie_gen, 5) : 4;
-    intra.push_back("pcie" + std::to_string(gen) + "-x16" + (g.p2p ? "" : "-nop2p"));
+    intra.push_back(pcie_link_id(g));
     for (const auto& id : intra)
         if (auto l = link(id)) ctx.intra_links.push_back(*l);
     for (const char* id : {"ib-hdr", "ib-ndr", "roce-400g"})

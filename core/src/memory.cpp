@@ -3,28 +3,21 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainplan/policy.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan {
 
 const MemoryDefaults& memory_defaults() {
     static const MemoryDefaults d = [] {
+        // The values and their sources: data/defaults.toml [memory].
+        const Policy& p = policy();
         MemoryDefaults m;
-        // ~400 MB for the CUDA context of a PyTorch process with CUDA >= 11.7 lazy
-        // module loading (ptrblck, pytorch/pytorch#109888 and #107667: "~300MB").
-        m.cuda_context_bytes = 400 * units::MiB;
-        // cuBLAS workspace, CUBLAS_WORKSPACE_CONFIG default ":4096:8" = 8 x 4 MiB.
-        m.library_workspace_bytes = 32 * units::MiB;
-        // NCCL: NCCL_BUFFSIZE = 4 MiB per channel and direction; a ring over
-        // NVLink opens up to 16-32 channels. Estimate, override per scenario.
-        m.communicator_bytes = 256 * units::MiB;
-        // PyTorch caching allocator: reserved exceeds allocated by the blocks it
-        // cannot reuse; 5 % is our default estimate (override with
-        // fragmentation_fraction; 0 reproduces torch.cuda.max_memory_allocated()).
-        m.fragmentation_fraction = 0.05;
-        // torch.nn.parallel.DistributedDataParallel bucket_cap_mb = 25; two
-        // buckets in flight while the all-reduce overlaps backward.
-        m.grad_bucket_bytes = 2 * 25 * units::MB;
+        m.cuda_context_bytes = p.cuda_context_bytes;
+        m.library_workspace_bytes = p.library_workspace_bytes;
+        m.communicator_bytes = p.communicator_bytes;
+        m.fragmentation_fraction = p.fragmentation_fraction;
+        m.grad_bucket_bytes = p.grad_bucket_bytes;
         return m;
     }();
     return d;
@@ -129,8 +122,6 @@ std::int64_t lora_params_per_layer(const ModelSpec& m, const LoraConfig& l) {
     return p;
 }
 
-namespace {
-
 // Bits per parameter of 4-bit quantized base weights (Dettmers et al. 2023,
 // Sec. 3): 4 bits + one fp32 absmax per block of 64 (0.5 bit); double
 // quantization stores 8-bit absmax plus one fp32 per 256 blocks (0.127 bit).
@@ -139,6 +130,8 @@ double qlora_bits_per_param(const QLoraConfig& q) {
     const double constants = q.double_quant ? 8.0 / block + 32.0 / (block * 256.0) : 32.0 / block;
     return 4.0 + constants;
 }
+
+namespace {
 
 // What estimate_memory works with for every stage.
 struct MemoryContext {

@@ -527,14 +527,7 @@ struct Resolver {
     void links() {
         std::string intra = in.intra_node ? *in.intra_node : node ? node->intra_node : "";
         const bool intra_from_node = !in.intra_node && !intra.empty(), intra_from_gpu = !in.intra_node && intra.empty();
-        if (intra.empty() && !s.cluster.gpu.id.empty()) {
-            // Default: the GPU's own NVLink if it has one, else PCIe of its generation.
-            if (!s.cluster.gpu.nvlink.empty()) intra = s.cluster.gpu.nvlink;
-            else {
-                const int gen = s.cluster.gpu.pcie_gen > 0 ? std::min(s.cluster.gpu.pcie_gen, 5) : 4;
-                intra = "pcie" + std::to_string(gen) + "-x16" + (s.cluster.gpu.p2p ? "" : "-nop2p");
-            }
-        }
+        if (intra.empty() && !s.cluster.gpu.id.empty()) intra = default_intra_node_link_id(s.cluster.gpu);
         if (!intra.empty()) {
             auto l = take(named_in(named_in(load_link(lookup, intra, "intra_node"), intra_from_node, PresetKind::Node, in.node.value_or("")),
                                    intra_from_gpu, PresetKind::Gpu, s.cluster.gpu.id));

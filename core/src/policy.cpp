@@ -1,8 +1,12 @@
 #include "trainplan/policy.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <toml++/toml.h>
+
+#include "toml_reader.hpp"
+#include "trainplan/units.hpp"
 
 namespace trainplan {
 
@@ -63,12 +67,7 @@ private:
 
 Result<Policy> Policy::parse(const std::string& text, const std::string& filename) {
     toml::table root;
-    try {
-        root = toml::parse(text, filename);
-    } catch (const toml::parse_error& e) {
-        return Diagnostic{filename, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
-                          std::string(e.description())};
-    }
+    if (auto err = detail::parse_document(text, filename, root)) return *err;
     Reader r(root, filename);
     Policy p;
     const toml::table& eff = r.table("efficiency");
@@ -125,6 +124,16 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     p.pcie3_ = r.number(off, "offload", "pcie_gen3_bytes_per_s");
     p.nvme_bytes_per_s = r.number(off, "offload", "nvme_bytes_per_s");
 
+    const toml::table& mem = r.table("memory");
+    p.cuda_context_bytes = r.number(mem, "memory", "cuda_context_mib") * units::MiB;
+    p.library_workspace_bytes = r.number(mem, "memory", "library_workspace_mib") * units::MiB;
+    p.communicator_bytes = r.number(mem, "memory", "communicator_mib") * units::MiB;
+    p.fragmentation_fraction = r.number(mem, "memory", "fragmentation_fraction");
+    p.grad_bucket_bytes = r.number(mem, "memory", "grad_bucket_mb") * units::MB;
+
+    const toml::table& ov = r.table("overlap");
+    p.tp_comm_exposed_fraction = r.number(ov, "overlap", "tp_comm_exposed_fraction");
+
     if (!r.errs.empty()) return Error(std::move(r.errs));
     return p;
 }
@@ -165,6 +174,11 @@ AttentionEfficiency Policy::attention(const std::string& arch, AttentionKernel k
 }
 
 double Policy::pcie_bytes_per_s(int gen) const { return gen >= 5 ? pcie5_ : gen == 4 ? pcie4_ : pcie3_; }
+
+std::string pcie_link_id(const GpuSpec& g) {
+    const int gen = g.pcie_gen > 0 ? std::min(g.pcie_gen, 5) : 4;
+    return "pcie" + std::to_string(gen) + "-x16" + (g.p2p ? "" : "-nop2p");
+}
 
 std::string Policy::inter_node_link_id(const GpuSpec& g) const {
     for (const auto& [arch, id] : inter_node_)

@@ -235,10 +235,11 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     double stage_rec = t.recompute == Recompute::Full ? L * lt.fwd : t.recompute == Recompute::Selective ? L * lt.selective_fwd : 0;
     // QLoRA: bitsandbytes dequantizes every 4-bit weight to 16-bit for each
     // matmul that uses it (forward, and the input-gradient GEMM in backward):
-    // read ~0.52 B, write 2 B, and the GEMM reads the 2 B back.
+    // read the 4-bit weight and its constants, write 16 bits, and the GEMM reads them back.
     if (t.method == Method::QLoRA) {
         const StageParams one = stage_params(c.g, c.plan, 1, false, false);
-        const double per_pass = (one.frozen_linear_dense + one.frozen_linear_expert) * (0.52 + 2.0 + 2.0) / c.hw.bw;
+        const double per_param = qlora_bits_per_param(t.qlora) / 8.0 + 2.0 + 2.0;
+        const double per_pass = (one.frozen_linear_dense + one.frozen_linear_expert) * per_param / c.hw.bw;
         stage_fwd += L * per_pass;
         stage_bwd += L * per_pass;
         if (t.recompute == Recompute::Full) stage_rec += L * per_pass;
@@ -283,10 +284,9 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
         }
     }
     tb.tp_comm_s = c.micro_batches * c.max_layers * tp_s;
-    // Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers) splits
-    // the GEMMs and pipelines them with the collectives; what remains exposed
-    // is the first chunk of each, ~1/4 with TE's default 4 splits (estimate).
-    if (t.tp_comm_overlap) tb.tp_comm_s *= 0.25;
+    // Megatron-Core --tp-comm-overlap: only the first chunk of each split GEMM's
+    // collective stays exposed (data/defaults.toml [overlap]).
+    if (t.tp_comm_overlap) tb.tp_comm_s *= policy().tp_comm_exposed_fraction;
     if (ep_s > 0) {
         tb.ep_comm_s = c.micro_batches * c.max_layers * ep_s;
         pl.ep_link = c.link_id(plan.ep_group.tier);
@@ -442,7 +442,7 @@ void throughput_terms(const TimeContext& c, TimeEstimate& est) {
     const TrainingSetup& t = c.s.setup;
     Throughput& th = est.throughput;
     const double step = est.time.step_s;
-    const double tokens_step = static_cast<double>(t.global_batch()) * static_cast<double>(t.seq_len);
+    const double tokens_step = t.tokens_per_step();
     th.tokens_per_s = tokens_step / step;
     th.samples_per_s = static_cast<double>(t.global_batch()) / step;
     th.model_flops_per_token = model_flops_per_token(m, t.seq_len);

@@ -39,6 +39,9 @@ struct BytesPerParam {
 };
 [[nodiscard]] BytesPerParam bytes_per_trainable_param(const TrainingSetup& t);
 
+// Bits per parameter of a QLoRA base weight: 4 + the quantization constants.
+[[nodiscard]] double qlora_bits_per_param(const QLoraConfig& q);
+
 // Model states (ZeRO paper, Rajbhandari et al. 2020, Sec. 3 and Table 1): for
 // `params` parameters all trained, sharded over `shard` data-parallel ranks by
 // ZeRO stage `t.zero_stage`. Stage 1: optimizer / N_d; 2: + gradients; 3: + weights.

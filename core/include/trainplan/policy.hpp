@@ -37,6 +37,14 @@ public:
     double fallback_tdp_w = 0;
     double cpu_adam_params_per_s_per_node = 0;
     double nvme_bytes_per_s = 0;
+    // Per-process memory overheads ([memory]; memory.hpp MemoryDefaults reads them).
+    double cuda_context_bytes = 0;
+    double library_workspace_bytes = 0;
+    double communicator_bytes = 0;
+    double fragmentation_fraction = 0;
+    double grad_bucket_bytes = 0;
+    // Share of the TP collectives left exposed under --tp-comm-overlap ([overlap]).
+    double tp_comm_exposed_fraction = 0;
 
     [[nodiscard]] const LinkDefaults& link(LinkKind k, bool p2p) const;
     [[nodiscard]] AttentionEfficiency attention(const std::string& architecture, AttentionKernel k) const;
@@ -67,6 +75,12 @@ private:
 
 // The one accessor callers use for the fabric default.
 [[nodiscard]] inline std::string default_inter_node_link_id(const GpuSpec& g) { return policy().inter_node_link_id(g); }
+
+// The PCIe link preset a GPU sits on at full width: its PCIe generation (4 when the
+// preset gives none, at most 5), x16, through host memory when it has no P2P.
+[[nodiscard]] std::string pcie_link_id(const GpuSpec& g);
+// Inside a node when a scenario names no link: the GPU's own NVLink, else its PCIe link.
+[[nodiscard]] inline std::string default_intra_node_link_id(const GpuSpec& g) { return g.nvlink.empty() ? pcie_link_id(g) : g.nvlink; }
 
 // A warning when the GPU's architecture string has no row in the policy table:
 // names the architecture and the fallback whose figures are used. Empty when known.
