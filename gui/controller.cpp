@@ -14,7 +14,6 @@
 #include "trainplan/app/candidates.hpp"
 #include "trainplan/app/format.hpp"
 #include "trainplan/app/report.hpp"
-#include "trainplan/moves.hpp"
 #include "trainplan/sizing.hpp"
 
 namespace trainplan::gui {
@@ -81,13 +80,6 @@ void Controller::evaluate() {
 
 AdviceReport Controller::advice() {
     return advise(scenario_, Observations{}, app::advice_context(presets_, scenario_), 8);
-}
-
-Scenario Controller::withMethod(Method m) const {
-    Scenario s = scenario_;
-    Changes ch;
-    set_method(s, m, ch);
-    return s;
 }
 
 QString Controller::modelRef() const {

@@ -60,10 +60,6 @@ public:
     const MemoryEstimate& memory() const { return memory_; }
     const TimeEstimate& time() const { return time_; }
     AdviceReport advice();                // computed on request (it simulates many variants)
-    // The current scenario with another training method and that method's one
-    // recipe (core moves.hpp: QLoRA = NF4, bf16, all linear layers, checkpointing,
-    // paged AdamW), as `trainplan fit --method` and the remedies apply it.
-    Scenario withMethod(Method m) const;
     double lastUpdateMs() const { return last_ms_; }
 
     // The model as a preset name, shorthand or file path ("" when edited inline).

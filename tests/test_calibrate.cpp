@@ -6,8 +6,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "helpers.hpp"
 #include "validation_cases.hpp"
@@ -238,7 +241,7 @@ TEST_CASE("Parameters the runs cannot identify are held, with the reason", "[cal
 
 TEST_CASE("calibrate CLI: run file naming a log, profile round trip through simulate", "[calibrate]") {
     const std::string dir = tp_test::data("runs/");
-    const std::string profile = std::string(TRAINPLAN_SOURCE_DIR) + "/build/test-calibration-profile.toml";
+    const std::string profile = (std::filesystem::temp_directory_path() / ("trainplan-calibration-profile-" + std::to_string(::getpid()) + ".toml")).string();
     std::remove(profile.c_str());
     const auto j = tp_test::cli_json("calibrate", {dir + "run_llama7b_8xa100.toml", "-o", profile});
     // Three figures: the log's step time (5.608 s), the run file's allocated peak (64.5 GiB,
@@ -312,7 +315,7 @@ TEST_CASE("A calibrated model's band comes from its fit's residuals", "[calibrat
     CHECK(b->p10 == Approx(0.9380).epsilon(1e-4));
     CHECK(b->p90 == Approx(1.0662).epsilon(1e-4));
     // A profile carries the spread ([calibration.residuals]); simulate uses it.
-    const std::string profile = std::string(TRAINPLAN_SOURCE_DIR) + "/build/test-calibration-residuals.toml";
+    const std::string profile = (std::filesystem::temp_directory_path() / ("trainplan-calibration-residuals-" + std::to_string(::getpid()) + ".toml")).string();
     {
         std::ofstream f(profile);
         f << "[calibration]\ngemm = 0.9\n[calibration.residuals]\ntime_log_sd = 0.05\ntime_dof = 10\n";
