@@ -68,15 +68,6 @@ void group_table(std::ostream& out, const char* title, const std::vector<Validat
 
 }  // namespace
 
-std::vector<TextSource> packaged_validation_sources(FilePresets& presets) {
-    std::vector<TextSource> out;
-    for (const auto& f : packaged_case_files(presets)) {
-        std::string why;
-        if (auto src = presets.read_file(f, why)) out.push_back(std::move(*src));
-    }
-    return out;
-}
-
 std::optional<IntervalTable> packaged_residuals(FilePresets& presets) {
     for (const auto& root : presets.roots()) {
         const std::string path = (fs::path(root) / "validation" / "residuals.tsv").string();

@@ -107,8 +107,6 @@ struct CalibrateCommandOptions {
 void setup_calibrate(CLI::App& app, CalibrateCommandOptions& o);
 int run_calibrate(const CalibrateCommandOptions& o, std::ostream& out, std::ostream& err);
 
-// The packaged validation cases (validation/cases/*.toml under the preset roots), read; empty if none.
-std::vector<TextSource> packaged_validation_sources(FilePresets& presets);
 // The shipped residual table (validation/residuals.tsv under the preset roots) behind the
 // P10-P90 bands; nullopt when none is found or it does not parse.
 std::optional<IntervalTable> packaged_residuals(FilePresets& presets);
