@@ -111,18 +111,17 @@ Result<Scenario> build_scenario(const ScenarioFlags& f, FilePresets& presets, st
     // with the flag that sets it.
     Error e = resolved.error();
     for (Diagnostic& d : e.diagnostics) {
-        std::string key = d.key.rfind("--", 0) == 0 ? d.key.substr(2) : d.key;
-        std::replace(key.begin(), key.end(), '-', '_');
-        for (const Field& field : scenario_fields())
-            if (d.key == field.flag) key = field.key;
+        // The diagnostic names a schema key, or (after the resolver located it) its flag.
+        const Field* field = nullptr;
+        for (const Field& r : scenario_fields())
+            if (d.key == r.key || d.key == r.flag) field = &r;
+        const std::string key = field ? field->key : d.key;
         if (!d.file.empty() || key.empty() || f.has(key) || (key == "model" && !f.model.empty())) continue;
         if (!f.scenario_file.empty()) {
             d.file = f.scenario_file;
             continue;
         }
-        std::string flag = "--" + key;
-        std::replace(flag.begin(), flag.end(), '_', '-');
-        if (const Field* field = field_by_key(key)) flag = field->flag;
+        const std::string flag = field ? field->flag : "--" + key;
         if (key != "model" && d.message.find(flag) == std::string::npos) d.message += " (the default; " + flag + " sets it)";
     }
     return e;
