@@ -133,6 +133,20 @@ TEST_CASE("ZeRO-3 on one GPU shards and gathers nothing: no more memory than ZeR
           Approx(16 * 6'738'415'616.0).epsilon(1e-12));
 }
 
+TEST_CASE("ZeRO-3 on one GPU gathers nothing: the same step time as ZeRO-2", "[sharding][time]") {
+    // With one data-parallel rank the ShardPlan shards nothing, so there is no
+    // all-gather or reduce-scatter to pay: the step must equal ZeRO-2's, whose
+    // one-rank all-reduce is also empty. LoRA keeps it inside 80 GB.
+    auto step = [](const char* zero) {
+        const auto r = tp_test::cli({"simulate", "llama-2-7b", "--gpu", "h100-sxm", "--method", "lora", "--zero", zero, "--json"});
+        REQUIRE(r.code == 0);
+        return json::parse(r.out)["time"];
+    };
+    const json z2 = step("2"), z3 = step("3");
+    CHECK(z3["dp_comm_s"].get<double>() == 0);
+    CHECK(z3["step_s"].get<double>() == z2["step_s"].get<double>());
+}
+
 TEST_CASE("expert parallelism: experts split by EP, their states sharded over DP / EP", "[sharding][memory]") {
     // Mixtral-8x7B on 16 GPUs, EP 4 inside DP 16, ZeRO-1. Per layer the 8 experts
     // hold 8 x 3 x 4096 x 14336 = 1,409,286,144 parameters; each GPU keeps 2 of

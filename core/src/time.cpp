@@ -339,7 +339,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         return times * (allgather_s(bytes, per_node, intra) + allgather_s(bytes / per_node, nodes, inter));
     };
     const bool grads = full || trainable > 0;
-    if (t.zero_stage >= 3 && plan.hybrid) {
+    if (plan.gathers_weights && plan.hybrid) {
         // FSDP HYBRID_SHARD: all-gather the 16-bit weights inside the node for
         // forward and again for backward, reduce-scatter the gradients inside
         // the node, then all-reduce each rank's 1/n_shard of them across the
@@ -357,7 +357,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         tb.dp_inter_bytes = c.micro_batches * inter_bytes;
         return;
     }
-    if (t.zero_stage >= 3) {
+    if (plan.gathers_weights) {
         // ZeRO-3 / FSDP: all-gather 16-bit weights for forward and again for
         // backward (one collective per wrapped layer), reduce-scatter
         // gradients, every micro-batch. Counted as exposed: the published
