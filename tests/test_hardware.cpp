@@ -55,6 +55,9 @@ TEST_CASE("capacities are the driver's totals, not the marketed decimal GB", "[h
     CHECK(tp_test::gpu("rtx-6000-ada").capacity_bytes == Approx(49140 * MiB).epsilon(0.001));
     CHECK(tp_test::gpu("a40").capacity_bytes == Approx(49140 * MiB * 15 / 16).epsilon(0.001));
     CHECK(tp_test::gpu("rtx-5090").capacity_bytes == Approx(32607 * MiB).epsilon(0.001));
+    // Hopper with 94 / 96 GB HBM3: H100 NVL 95830 MiB, GH200 480GB (96 GB H100) 97871 MiB.
+    CHECK(tp_test::gpu("h100-nvl").capacity_bytes == Approx(95830 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("gh200").capacity_bytes == Approx(97871 * MiB).epsilon(0.001));
     // A card sold as "32 GB" holds more than 32e9 bytes: the old decimal reading lost 6 %.
     CHECK(tp_test::gpu("v100-sxm2-32gb").capacity_bytes > 32e9);
 }
