@@ -88,9 +88,10 @@ int run_gpus(const ListOptions& o, std::ostream& out, std::ostream& err) {
                        "bf16 TF/s", "fp8 TF/s", "TDP W", "GPU-GPU");
     for (const auto& g : *gpus) {
         const std::string hidden = presets.shadowed(PresetKind::Gpu, g.id);
-        out << fmt::format("{:<16} {:<40} {:>6.1f}Gi {:>9.2f} {:>10.1f} {:>9} {:>6.0f}  {}{}\n", g.id, g.name,
+        // No bf16 tensor cores (Volta): "-", as for fp8; fp16 is the card's tensor rate.
+        out << fmt::format("{:<16} {:<40} {:>6.1f}Gi {:>9.2f} {:>10} {:>9} {:>6.0f}  {}{}\n", g.id, g.name,
                            g.capacity_bytes / units::GiB, g.memory_bandwidth_Bps / units::TB,
-                           g.peak_flops(NumericFormat::BF16) / units::TFLOPS,
+                           g.has_bf16_tensor_cores() ? fmt::format("{:.1f}", g.peak_flops(NumericFormat::BF16) / units::TFLOPS) : "-",
                            g.fp8_flops > 0 ? fmt::format("{:.0f}", g.fp8_flops / units::TFLOPS) : "-", g.tdp_w,
                            !g.nvlink.empty() ? g.nvlink : g.p2p ? "PCIe P2P" : "PCIe via host",
                            hidden.empty() ? "" : "  (user preset, shadows " + hidden + ")");

@@ -68,7 +68,8 @@ AdviceContext advice_context(PresetLookup& presets, const Scenario& s, std::vect
     // where the card allows it).
     const GpuSpec& g = s.cluster.gpu;
     std::vector<std::string> intra;
-    if (!g.nvlink.empty()) intra.push_back(g.nvlink);
+    // (A bridge joins two cards: with more per node only PCIe is an alternative.)
+    if (default_intra_node_link_id(g, s.cluster.gpus_per_node) != pcie_link_id(g)) intra.push_back(g.nvlink);
     intra.push_back(pcie_link_id(g));
     for (const auto& id : intra)
         if (auto l = link(id)) ctx.intra_links.push_back(*l);
@@ -85,7 +86,7 @@ AdviceContext advice_context(PresetLookup& presets, const Scenario& s, std::vect
             keep(invalid, gg.error());
             continue;
         }
-        std::optional<LinkSpec> l = gg->nvlink.empty() ? link("pcie4-x16") : link(gg->nvlink);
+        std::optional<LinkSpec> l = link(default_intra_node_link_id(*gg, s.cluster.gpus_per_node));
         if (gg->id == "a100-sxm-80gb") l = link("nvswitch-a100");
         if (gg->id == "h100-sxm") l = link("nvswitch-h100");
         if (l) ctx.gpus.push_back({*gg, *l});

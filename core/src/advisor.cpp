@@ -216,6 +216,8 @@ void hardware_remedies(Catalogue& c, const AdviceContext& ctx) {
                   x.cluster.gpu = g;
                   if (x.cluster.num_gpus > 1) x.cluster.intra_node = link;
                   if (x.setup.precision == Precision::FP8Mixed && g.fp8_flops <= 0) set_precision(x, Precision::BF16Mixed, ch);
+                  if ((x.setup.precision == Precision::BF16Mixed || x.setup.precision == Precision::BF16) && !g.has_bf16_tensor_cores())
+                      set_precision(x, Precision::FP16Mixed, ch);
                   x.run.sustained_clock = 1.0;
                   return true;
               });

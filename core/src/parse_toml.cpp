@@ -151,9 +151,11 @@ Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filenam
     if (auto v = r.integer("pcie_gen", 1, 7)) g.pcie_gen = static_cast<int>(*v);
     if (auto v = r.integer("pcie_lanes", 1, 32)) g.pcie_lanes = static_cast<int>(*v);
     if (auto v = r.string("nvlink")) g.nvlink = *v;
+    if (auto v = r.integer("nvlink_gpus", 2, 4096)) g.nvlink_gpus = static_cast<int>(*v);
     g.p2p = !g.consumer;
     if (auto v = r.boolean("p2p")) g.p2p = *v;
-    if (auto v = r.number("matmul_efficiency", 0.01, 1.0)) g.matmul_efficiency = *v;
+    // Above 1 where measured large GEMMs beat the spec sheet (GeForce cards boost past their rated clock).
+    if (auto v = r.number("matmul_efficiency", 0.01, 1.5)) g.matmul_efficiency = *v;
     if (auto v = r.number("memory_bandwidth_efficiency", 0.01, 1.0)) g.memory_bandwidth_efficiency = *v;
     if (auto v = r.number("price_usd", 0, 1e9)) g.price_usd = *v;
     if (auto v = r.integer("sm_count", 1, 100000)) g.sm_count = static_cast<int>(*v);
@@ -527,7 +529,7 @@ struct Resolver {
     void links() {
         std::string intra = in.intra_node ? *in.intra_node : node ? node->intra_node : "";
         const bool intra_from_node = !in.intra_node && !intra.empty(), intra_from_gpu = !in.intra_node && intra.empty();
-        if (intra.empty() && !s.cluster.gpu.id.empty()) intra = default_intra_node_link_id(s.cluster.gpu);
+        if (intra.empty() && !s.cluster.gpu.id.empty()) intra = default_intra_node_link_id(s.cluster.gpu, s.cluster.gpus_per_node);
         if (!intra.empty()) {
             auto l = take(named_in(named_in(load_link(lookup, intra, "intra_node"), intra_from_node, PresetKind::Node, in.node.value_or("")),
                                    intra_from_gpu, PresetKind::Gpu, s.cluster.gpu.id));
@@ -549,6 +551,10 @@ struct Resolver {
         TrainingSetup& t = s.setup;
         // The method's one recipe (moves.hpp) as defaults; explicit keys override it.
         if (in.method) apply_method_recipe(t, *in.method);
+        // A card whose tensor cores take fp16 but not bf16 (Volta, Turing) trains in
+        // fp16-mixed unless the scenario says otherwise (rule bf16-needs-hardware).
+        if (!in.precision && !s.cluster.gpu.has_bf16_tensor_cores())
+            t.precision = Precision::FP16Mixed;
         for (const Field& f : scenario_fields())
             if (f.apply)
                 if (auto v = f.get(in)) f.apply(s, *v);

@@ -37,6 +37,7 @@ constexpr RuleInfo kInfo[] = {
     {"lora-rank-positive", "lora_rank", S::Base, "LoRA rank below 1"},
     {"lora-targets-non-empty", "lora_targets", S::Base, "LoRA without target modules"},
     {"fp8-needs-hardware", "precision", S::Base, "fp8-mixed on a GPU without FP8 tensor cores"},
+    {"bf16-needs-hardware", "precision", S::Base, "bf16 on a GPU whose tensor cores have no BF16 (Volta, Turing)"},
     {"seq-within-learned-positions", "seq_len", S::Base, "seq_len beyond learned position embeddings"},
     {"gpu-has-memory", "gpu", S::Base, "GPU without memory capacity"},
 };
@@ -182,6 +183,18 @@ const Check kStructural[] = {
     {Rule::Fp8NeedsHardware, "precision",
      [](T(s)) { return s.setup.precision == Precision::FP8Mixed && s.cluster.gpu.fp8_flops <= 0; },
      [](T(s)) { return "precision = \"fp8-mixed\" needs FP8 tensor cores; " + s.cluster.gpu.name + " has none"; }},
+    // Volta/Turing tensor cores take fp16 only: bf16 matmuls run on CUDA cores, slower
+    // than fp32 (torch.matmul on a V100S: bf16 9.85 vs fp16 88.92 TFLOP/s,
+    // zzc0721/torch-performance-test-data database.md). Refused rather than timed.
+    {Rule::Bf16NeedsHardware, "precision",
+     [](T(s)) {
+         const Precision p = s.setup.precision;
+         return (p == Precision::BF16 || p == Precision::BF16Mixed) && !s.cluster.gpu.has_bf16_tensor_cores();
+     },
+     [](T(s)) {
+         return "precision = \"" + std::string(to_string(s.setup.precision)) + "\" needs BF16 tensor cores; " + s.cluster.gpu.name +
+                " has fp16 tensor cores only (bf16 matmuls would run on CUDA cores, below the fp32 rate): use precision = \"fp16-mixed\"";
+     }},
     {Rule::SeqWithinLearnedPositions, "seq_len",
      [](T(s)) { return s.model.position == PositionKind::Learned && s.setup.seq_len > s.model.max_seq_len; },
      [](T(s)) {

@@ -237,6 +237,9 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::precision>("training", "precision", "--precision", "Precision", choice<Precision>(),
                                     "Numeric precision (default bf16-mixed; bf16 for QLoRA)", TP_AT(setup.precision)));
     f.back().contextual_default = true;
+    f.push_back(row<&In::tf32>("training", "tf32", "--tf32", "TF32 matmuls", boolean(),
+                               "fp32 precision: matmuls in TF32 on tensor cores (allow_tf32): on | off (default off)",
+                               TP_AT(setup.tf32)));
     f.push_back(row<&In::optimizer>("training", "optimizer", "--optimizer", "Optimizer", choice<OptimizerKind>(),
                                     "Optimizer (default adamw)", TP_AT(setup.optimizer)));
     f.push_back(row<&In::framework>("training", "framework", "--framework", "Bookkeeping", choice<Framework>(),

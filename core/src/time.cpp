@@ -205,7 +205,7 @@ Hw make_hw(const Scenario& s) {
     switch (t.precision) {
         // PyTorch runs fp32 matmuls on CUDA cores unless TF32 is enabled
         // (torch.backends.cuda.matmul.allow_tf32 = False since 1.12).
-        case Precision::FP32: fmt = NumericFormat::FP32; break;
+        case Precision::FP32: fmt = t.tf32 && c.gpu.tf32_flops > 0 ? NumericFormat::TF32 : NumericFormat::FP32; break;
         case Precision::FP16Mixed: fmt = NumericFormat::FP16; break;
         case Precision::FP8Mixed: fmt = NumericFormat::FP8; break;
         default: fmt = NumericFormat::BF16; break;
@@ -215,7 +215,7 @@ Hw make_hw(const Scenario& s) {
     hw.bw = c.gpu.memory_bandwidth_Bps * hw.eff.hbm;
     hw.sms = c.gpu.sm_count > 0 ? c.gpu.sm_count : 108;
     // CUDA-core SGEMM: no tensor-core tiling limits, but the same large-GEMM fraction.
-    if (fmt == NumericFormat::FP32) hw.attn_peak = hw.peak;
+    if (t.precision == Precision::FP32) hw.attn_peak = hw.peak;
     return hw;
 }
 

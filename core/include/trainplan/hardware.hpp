@@ -22,15 +22,20 @@ struct GpuSpec {
     int pcie_gen = 0;
     int pcie_lanes = 16;
     std::string nvlink;                     // link preset id, empty when none
-    bool p2p = true;
+    int nvlink_gpus = 0;                    // GPUs one NVLink domain joins (2 for a bridge); 0 = the whole node
+    bool p2p = true;                        // peer access over PCIe (an NVLink bridge gives it to its pair regardless)
     double matmul_efficiency = 0;           // 0 = not given (time model uses its default)
     double memory_bandwidth_efficiency = 0; // 0 = not given
     double price_usd = 0;                   // 0 = not given
     int sm_count = 0;                       // streaming multiprocessors (GEMM wave quantization); 0 = not given
     double boost_clock_mhz = 0;             // 0 = not given
 
-    // Dense peak for the given format (falls back to the next-wider supported format).
+    // Dense peak for the given format (falls back to the next-wider supported format;
+    // bf16 without a bf16 rate runs at the CUDA-core fp32 rate, never the fp16 one).
     [[nodiscard]] double peak_flops(NumericFormat f) const;
+    // Tensor cores that take fp16 but not bf16 (Volta, Turing): the preset gives an fp16
+    // rate and no bf16 rate.
+    [[nodiscard]] bool has_bf16_tensor_cores() const { return bf16_flops > 0 || fp16_flops <= 0; }
 };
 
 enum class LinkKind { PCIe, NVLink, NVSwitch, InfiniBand, RoCE, Ethernet, InfinityFabric };

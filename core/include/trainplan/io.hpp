@@ -63,6 +63,7 @@ struct ScenarioInput {
     std::optional<Offload> optimizer_offload, param_offload;
     std::optional<Recompute> recompute;
     std::optional<bool> flash_attention;
+    std::optional<bool> tf32;
     std::optional<AttentionKernel> attention_kernel;
     std::optional<bool> tp_comm_overlap;
     std::optional<std::int64_t> seq_len, micro_batch, grad_accum, global_batch;

@@ -79,8 +79,12 @@ private:
 // The PCIe link preset a GPU sits on at full width: its PCIe generation (4 when the
 // preset gives none, at most 5), x16, through host memory when it has no P2P.
 [[nodiscard]] std::string pcie_link_id(const GpuSpec& g);
-// Inside a node when a scenario names no link: the GPU's own NVLink, else its PCIe link.
-[[nodiscard]] inline std::string default_intra_node_link_id(const GpuSpec& g) { return g.nvlink.empty() ? pcie_link_id(g) : g.nvlink; }
+// Inside a node when a scenario names no link: the GPU's own NVLink when it joins all
+// gpus_per_node GPUs (a 2-way bridge joins two: more cards ring over PCIe), else its PCIe link.
+[[nodiscard]] inline std::string default_intra_node_link_id(const GpuSpec& g, int gpus_per_node = 0) {
+    const bool nvlink_spans = !g.nvlink.empty() && (g.nvlink_gpus == 0 || gpus_per_node <= g.nvlink_gpus);
+    return nvlink_spans ? g.nvlink : pcie_link_id(g);
+}
 
 // A warning when the GPU's architecture string has no row in the policy table:
 // names the architecture and the fallback whose figures are used. Empty when known.

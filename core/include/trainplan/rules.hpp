@@ -30,7 +30,7 @@ enum class Rule : int {
     InterleaveNeedsMicrobatches,
     // setup
     ZeroWithPipeline, ParamOffloadNeedsZero3, OptimizerOffloadNeedsZero,
-    LoraRankPositive, LoraTargetsNonEmpty, Fp8NeedsHardware, SeqWithinLearnedPositions, GpuHasMemory,
+    LoraRankPositive, LoraTargetsNonEmpty, Fp8NeedsHardware, Bf16NeedsHardware, SeqWithinLearnedPositions, GpuHasMemory,
     Count
 };
 inline constexpr std::size_t kRuleCount = static_cast<std::size_t>(Rule::Count);

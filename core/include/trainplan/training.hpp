@@ -82,6 +82,9 @@ struct TrainingSetup {
     LoraConfig lora;
     QLoraConfig qlora;
     Precision precision = Precision::BF16Mixed;
+    // fp32 matmuls on tensor cores in TF32 (torch.backends.cuda.matmul.allow_tf32; off by
+    // default since PyTorch 1.12). Only read when precision = fp32 on a GPU with a TF32 rate.
+    bool tf32 = false;
     OptimizerKind optimizer = OptimizerKind::AdamW;
     Framework framework = Framework::DeepSpeed;
     int zero_stage = 0;                   // 0..3

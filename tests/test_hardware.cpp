@@ -1,0 +1,180 @@
+// Hardware facts (issue 11 items 7 and 9): each check holds a preset or a hardware
+// mechanism against a published figure (datasheet, whitepaper, recorded nvidia-smi
+// output, measured GEMM rate) or a hand derivation, quoted next to the check.
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "trainplan/enums.hpp"
+#include "trainplan/hardware.hpp"
+#include "trainplan/rules.hpp"
+#include "trainplan/time.hpp"
+#include "trainplan/units.hpp"
+
+using namespace trainplan;
+
+namespace {
+
+constexpr double MiB = 1024.0 * 1024.0;
+constexpr double TF = 1e12;
+
+Scenario scenario(const std::string& model, const std::string& gpu, int gpus, const std::string& precision = "bf16-mixed",
+                  int tp = 1, bool tf32 = false) {
+    ScenarioInput in;
+    in.model = model;
+    in.gpu = gpu;
+    in.gpus = gpus;
+    in.tp = tp;
+    in.dp = gpus / tp;
+    in.seq_len = 1024;  // gpt2 learns 1024 positions
+    in.micro_batch = 1;
+    auto p = parse_enum<Precision>(precision);
+    REQUIRE(p);
+    in.precision = *p;
+    in.tf32 = tf32;
+    auto s = resolve_scenario(in, tp_test::presets());
+    INFO((s ? std::string() : s.error().message()));
+    REQUIRE(s);
+    return *s;
+}
+
+bool breaks(const Scenario& s, Rule r) {
+    for (const Violation& v : check_rules(s))
+        if (v.rule == r) return true;
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("capacities are the driver's totals, not the marketed decimal GB", "[hardware][presets]") {
+    // nvidia-smi "Memory-Usage" totals quoted in each preset:
+    // Tesla V100-SXM2-32GB 32510 MiB; V100-SXM2-16GB 16160 MiB; RTX A6000 and RTX 6000 Ada
+    // 49140 MiB (ECC off); A40 46068 MiB (ECC on, its default: 49140 x 15/16); RTX 5090 32607 MiB.
+    CHECK(tp_test::gpu("v100-sxm2-32gb").capacity_bytes == Approx(32510 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("v100-sxm2-16gb").capacity_bytes == Approx(16160 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("rtx-a6000").capacity_bytes == Approx(49140 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("rtx-6000-ada").capacity_bytes == Approx(49140 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("a40").capacity_bytes == Approx(49140 * MiB * 15 / 16).epsilon(0.001));
+    CHECK(tp_test::gpu("rtx-5090").capacity_bytes == Approx(32607 * MiB).epsilon(0.001));
+    // Hopper with 94 / 96 GB HBM3: H100 NVL 95830 MiB, GH200 480GB (96 GB H100) 97871 MiB.
+    CHECK(tp_test::gpu("h100-nvl").capacity_bytes == Approx(95830 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("gh200").capacity_bytes == Approx(97871 * MiB).epsilon(0.001));
+    // A card sold as "32 GB" holds more than 32e9 bytes: the old decimal reading lost 6 %.
+    CHECK(tp_test::gpu("v100-sxm2-32gb").capacity_bytes > 32e9);
+}
+
+TEST_CASE("an MI250X is two 64 GB devices to a process, not one 128 GB device", "[hardware][presets]") {
+    // ROCm/OLCF: each GCD is a separate GPU; driver total per gfx90a device 68,702,699,520 B.
+    const GpuSpec g = tp_test::gpu("mi250x");
+    CHECK(g.capacity_bytes == Approx(68702699520.0).epsilon(0.001));
+    // AMD: 383 TFLOP/s bf16 per OAM package of two GCDs.
+    CHECK(g.peak_flops(NumericFormat::BF16) == Approx(383.0 / 2 * TF));
+}
+
+TEST_CASE("RTX 6000 Ada has its bf16 tensor rate: the L40S's chip, not the fp32 rate", "[hardware][presets]") {
+    // Hand derivation: AD102 does 1024 dense FP16/BF16 FLOP per SM per clock at full-rate
+    // FP32 accumulate (RTX 4090 whitepaper: 330.3 TFLOP/s FP16-acc = 128 SM x 2520 MHz x 1024).
+    // RTX 6000 Ada: 142 SM x 2505 MHz x 1024 = 364.2 TFLOP/s; the datasheet's 1457.0 TFLOP/s
+    // (FP8, sparse) / 4 agrees.
+    const GpuSpec ada = tp_test::gpu("rtx-6000-ada");
+    CHECK(128 * 2520e6 * 1024 == Approx(330.3 * TF).epsilon(0.001));
+    CHECK(ada.peak_flops(NumericFormat::BF16) == Approx(142 * 2505e6 * 1024).epsilon(0.001));
+    CHECK(ada.peak_flops(NumericFormat::FP8) == Approx(1457.0 / 2 * TF).epsilon(0.001));
+    // Same step on the two AD102 boards: within the clock (2505 vs 2520 MHz) and memory
+    // bandwidth (960 vs 864 GB/s) differences, not the 4x of falling back to fp32.
+    const double t_ada = estimate_time(scenario("llama-2-7b", "rtx-6000-ada", 1)).time.step_s;
+    const double t_l40s = estimate_time(scenario("llama-2-7b", "l40s", 1)).time.step_s;
+    CHECK(t_ada / t_l40s == Approx(1.0).margin(0.1));
+}
+
+TEST_CASE("GA102 pro and data-centre rates follow SMs x clock", "[hardware][presets]") {
+    // A6000 datasheet: 154.8 TFLOP/s bf16 = 84 SM x 1800 MHz x 1024 (the per-SM rate).
+    CHECK(84 * 1800e6 * 1024 == Approx(154.8 * TF).epsilon(0.001));
+    // A40 datasheet 149.7 = 84 SM x 1740 MHz x 1024; RTX A5000: 64 SM x 1695 MHz x 1024 = 111.1
+    // (datasheet 222.2 with sparsity).
+    CHECK(tp_test::gpu("a40").peak_flops(NumericFormat::BF16) == Approx(84 * 1740e6 * 1024).epsilon(0.002));
+    CHECK(tp_test::gpu("rtx-a5000").peak_flops(NumericFormat::BF16) == Approx(222.2 / 2 * TF).epsilon(0.002));
+    CHECK(tp_test::gpu("rtx-a5000").peak_flops(NumericFormat::BF16) == Approx(64 * 1695e6 * 1024).epsilon(0.002));
+}
+
+TEST_CASE("GeForce large GEMMs reach the measured rate, not a default fraction of the spec", "[hardware][presets]") {
+    // torch.matmul bf16, best square size (zzc0721/torch-performance-test-data database.md):
+    // RTX 3090 76.34 / 76.68, RTX 4090 170.06 / 173.31 / 162.39 / 163.09, RTX 5090 236.03.
+    auto sustained = [](const char* id) {
+        const GpuSpec g = tp_test::gpu(id);
+        return g.peak_flops(NumericFormat::BF16) * g.matmul_efficiency / TF;
+    };
+    CHECK(sustained("rtx-3090") == Approx(76.5).epsilon(0.02));
+    CHECK(sustained("rtx-4090") == Approx(166.6).epsilon(0.03));
+    CHECK(sustained("rtx-5090") == Approx(236.0).epsilon(0.03));
+}
+
+TEST_CASE("bf16 on Volta is refused; fp16-mixed is the remedy", "[hardware][rules]") {
+    // V100 tensor cores take fp16 only; torch.matmul on a V100S runs bf16 at 9.85 TFLOP/s
+    // against 88.92 fp16 and 13.55 fp32 (zzc0721/torch-performance-test-data).
+    Scenario bf16 = scenario("gpt2", "v100-sxm2-32gb", 1, "fp16-mixed");
+    bf16.setup.precision = Precision::BF16Mixed;
+    CHECK(breaks(bf16, Rule::Bf16NeedsHardware));
+    bool names_remedy = false;
+    for (const Violation& v : check_rules(bf16))
+        if (v.rule == Rule::Bf16NeedsHardware) names_remedy = v.message.find("fp16-mixed") != std::string::npos;
+    CHECK(names_remedy);
+    CHECK_FALSE(breaks(scenario("gpt2", "v100-sxm2-32gb", 1, "fp16-mixed"), Rule::Bf16NeedsHardware));
+    CHECK_FALSE(breaks(scenario("gpt2", "a100-sxm-80gb", 1, "bf16-mixed"), Rule::Bf16NeedsHardware));
+    // Unless the scenario names a precision, a V100 trains in fp16-mixed.
+    ScenarioInput in;
+    in.model = "gpt2";
+    in.gpu = "v100-sxm2-32gb";
+    in.seq_len = 1024;
+    auto s = resolve_scenario(in, tp_test::presets());
+    REQUIRE(s);
+    CHECK(s->setup.precision == Precision::FP16Mixed);
+    // Without a bf16 rate the peak is the CUDA-core fp32 rate (15.7, V100 datasheet), never fp16's 125.
+    CHECK(tp_test::gpu("v100-sxm2-32gb").peak_flops(NumericFormat::BF16) == Approx(15.7 * TF));
+}
+
+TEST_CASE("fp32 training with TF32 matmuls runs at the TF32 tensor rate", "[hardware][time]") {
+    // A100 datasheet: 19.5 TFLOP/s fp32, 156 TF32 (dense).
+    const TimeEstimate plain = estimate_time(scenario("gpt2", "a100-sxm-80gb", 1, "fp32"));
+    const TimeEstimate tf32 = estimate_time(scenario("gpt2", "a100-sxm-80gb", 1, "fp32", 1, true));
+    CHECK(plain.throughput.peak_flops == Approx(19.5 * TF));
+    CHECK(tf32.throughput.peak_flops == Approx(156.0 * TF));
+    CHECK(tf32.time.step_s < plain.time.step_s);
+    // Volta has no TF32: the flag leaves the fp32 rate.
+    CHECK(estimate_time(scenario("gpt2", "v100-sxm2-32gb", 1, "fp32", 1, true)).throughput.peak_flops == Approx(15.7 * TF));
+}
+
+TEST_CASE("H800 and A800: Hopper and Ampere with NVLink cut to 400 GB/s", "[hardware][presets]") {
+    // 400 GB/s both directions = 200 GB/s per direction (H100: 900 = 450, A100: 600 = 300).
+    const Scenario h800 = scenario("llama-2-7b", "h800-sxm", 8, "bf16-mixed", 8);
+    const Scenario h100 = scenario("llama-2-7b", "h100-sxm", 8, "bf16-mixed", 8);
+    CHECK(h800.cluster.intra_node.bandwidth_Bps == Approx(200e9));
+    CHECK(h800.cluster.gpu.peak_flops(NumericFormat::BF16) == Approx(h100.cluster.gpu.peak_flops(NumericFormat::BF16)));
+    CHECK(scenario("llama-2-7b", "a800-sxm-80gb", 8).cluster.intra_node.bandwidth_Bps == Approx(200e9));
+    // Same GEMMs, slower tensor-parallel collectives: the bandwidth-bound part scales by
+    // (450 GB/s x 0.82) / (200 GB/s x 0.80) = 2.31 (nvswitch-h100 / nvswitch-h800); the
+    // per-hop latencies are equal, so the whole TP time grows by more than 1 and at most 2.31.
+    const TimeEstimate a = estimate_time(h800), b = estimate_time(h100);
+    CHECK(a.time.tp_comm_s / b.time.tp_comm_s > 1.2);
+    CHECK(a.time.tp_comm_s / b.time.tp_comm_s <= (450.0 * 0.82) / (200.0 * 0.80) + 1e-9);
+    CHECK(a.time.step_s > b.time.step_s);
+}
+
+TEST_CASE("an NVLink bridge joins two cards; more ring over PCIe", "[hardware][presets]") {
+    CHECK(scenario("gpt2", "rtx-a6000", 2).cluster.intra_node.id == "nvlink3-bridge");
+    CHECK(scenario("gpt2", "rtx-a6000", 8).cluster.intra_node.id == "pcie4-x16");
+    // RTX 3090 has no peer access over PCIe (8x RTX 3090 p2pBandwidthLatencyTest:
+    // 'CANNOT Access Peer', NVIDIA/nccl issue #1127): through host memory.
+    CHECK(scenario("gpt2", "rtx-3090", 8).cluster.intra_node.id == "pcie4-x16-nop2p");
+    CHECK(scenario("gpt2", "rtx-3090", 2).cluster.intra_node.id == "nvlink3-bridge");
+    // RTX 4090: no NVLink, no P2P (NVIDIA/nccl issue #814: 20-22 GB/s through the host).
+    CHECK(scenario("gpt2", "rtx-4090", 2).cluster.intra_node.id == "pcie4-x16-nop2p");
+}
+
+TEST_CASE("the new GPUs are listed and suggested", "[hardware][presets]") {
+    const auto r = tp_test::cli({"gpus"});
+    REQUIRE(r.code == 0);
+    for (const char* id : {"h800-sxm", "a800-sxm-80gb", "a40", "rtx-a5000"}) CHECK(r.out.find(id) != std::string::npos);
+    const auto bad = tp_test::cli({"simulate", "gpt2", "--gpu", "h800"});
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find("h800-sxm") != std::string::npos);
+}
