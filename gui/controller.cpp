@@ -13,6 +13,8 @@
 
 #include "trainplan/app/candidates.hpp"
 #include "trainplan/app/format.hpp"
+#include "trainplan/app/intervals.hpp"
+#include "trainplan/calibrate.hpp"
 #include "trainplan/app/report.hpp"
 #include "trainplan/sizing.hpp"
 
@@ -37,6 +39,7 @@ Controller::Controller(std::vector<std::string> preset_dirs, QObject* parent) : 
     input_.model = "llama-2-7b";
     input_.gpu = "rtx-4090";
     input_.gpus = 1;
+    residuals_ = app::residual_table(presets_.files());
     evaluate();
 }
 
@@ -63,13 +66,15 @@ void Controller::evaluate() {
     if (!s) {
         valid_ = false;
         QStringList lines;
-        for (const auto& d : s.error().diagnostics) lines << QString::fromStdString(d.message);
+        // Located errors (a scenario file's key) say file:line:col, as the CLI does.
+        for (const auto& d : s.error().diagnostics) lines << QString::fromStdString(d.file.empty() ? d.message : d.to_string());
         errors_ = lines.join("\n");
     } else {
         valid_ = true;
         errors_.clear();
         scenario_ = *s;
         scenario_.run = run_;
+        scenario_.calibration = calibration_;
         const LayerGraph g = build_layer_graph(scenario_.model, scenario_.setup);
         memory_ = estimate_memory(scenario_, g, true);
         time_ = estimate_time(scenario_, g);
@@ -81,6 +86,29 @@ void Controller::evaluate() {
 AdviceReport Controller::advice() {
     return advise(scenario_, Observations{}, app::advice_context(presets_, scenario_), 8);
 }
+
+bool Controller::loadCalibration(const QString& path, QString* error) {
+    std::string text, why;
+    if (!app::read_text_file(path.toStdString(), text, why)) {
+        if (error) *error = path + ": cannot read calibration profile: " + QString::fromStdString(why);
+        return false;
+    }
+    auto c = parse_calibration_toml(text, path.toStdString());
+    if (!c) {
+        if (error) *error = QString::fromStdString(c.error().message());
+        return false;
+    }
+    calibration_ = *c;
+    evaluate();
+    return true;
+}
+
+void Controller::clearCalibration() {
+    calibration_ = Calibration{};
+    evaluate();
+}
+
+std::optional<RatioBand> Controller::band(BandKind k, const Scenario& s) const { return app::prediction_band(residuals_, k, s); }
 
 QString Controller::modelRef() const {
     if (input_.model_inline) return {};
