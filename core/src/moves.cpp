@@ -213,8 +213,9 @@ bool set_data_parallel(Scenario& s, int gpus, Changes& ch, bool grow_batch) {
 
 std::vector<std::string> diff_settings(const Scenario& a, const Scenario& b) {
     Changes ch;
+    // An empty id is a link the cluster does not have (one node: no inter-node fabric).
     auto cmp = [&](const char* key, const std::string& x, const std::string& y) {
-        if (x != y) ch.note(key, x, y);
+        if (x != y) ch.note(key, x.empty() ? "none" : x, y.empty() ? "none" : y);
     };
     const TrainingSetup& p = a.setup;
     const TrainingSetup& q = b.setup;

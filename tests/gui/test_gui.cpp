@@ -649,8 +649,14 @@ private slots:
         QVERIFY(diff >= 0);
         QCOMPARE(t->item(diff, 0)->text(), QString("(reference)"));
         QVERIFY2(t->item(diff, 1)->text().contains("zero: 0 -> 3"), qPrintable(t->item(diff, 1)->text()));
+        // Two nodes against one: the fabric between nodes appears ("none" before: one node has none).
+        child<QSpinBox>(w, "gpusSpin")->setValue(16);
+        QTest::mouseClick(child<QPushButton>(w, "pinButton"), Qt::LeftButton);
+        QCOMPARE(t->columnCount(), 3);
+        QVERIFY2(t->item(diff, 2)->text().contains("gpus: 8 -> 16"), qPrintable(t->item(diff, 2)->text()));
+        QVERIFY2(t->item(diff, 2)->text().contains("inter_node: none -> "), qPrintable(t->item(diff, 2)->text()));
         // Titles fit their columns: none is wider than its section.
-        for (int j = 0; j < 2; ++j)
+        for (int j = 0; j < 3; ++j)
             QVERIFY(t->horizontalHeader()->fontMetrics().horizontalAdvance(t->horizontalHeaderItem(j)->text()) < t->horizontalHeader()->sectionSize(j));
     }
 
