@@ -61,6 +61,9 @@ public:
     const MemoryEstimate& memory() const { return memory_; }
     const TimeEstimate& time() const { return time_; }
     AdviceReport advice();                // computed on request (it simulates many variants)
+    // `s` with the policy's default fabric between nodes when it has none, for
+    // moves that grow it past one node (plan rows, the GPU sweep, advice).
+    Scenario withFabric(Scenario s);
 
     // The calibration profile applied to every evaluation (`trainplan calibrate -o`,
     // the CLI's --calibration); cleared = the preset / policy efficiencies.

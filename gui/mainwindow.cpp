@@ -39,7 +39,6 @@
 #include "trainplan/app/format.hpp"
 #include "trainplan/app/intervals.hpp"
 #include "trainplan/moves.hpp"
-#include "trainplan/policy.hpp"
 #include "trainplan/search.hpp"
 #include "trainplan/units.hpp"
 
@@ -783,7 +782,7 @@ void MainWindow::buildSweeps(QWidget* host) {
 
 void MainWindow::runSweep() {
     if (!c_->valid()) return;
-    const Scenario base = withFabric(c_->scenario());
+    const Scenario base = c_->withFabric(c_->scenario());
     QVector<QPointF> mem, tps;
     QVector<bool> fits;
     QVector<ErrorBar> mem_bars, tps_bars;
@@ -871,7 +870,7 @@ void MainWindow::buildPlan(QWidget* host) {
 
 void MainWindow::startPlan() {
     if (!c_->valid() || (plan_thread_ && plan_thread_->joinable())) return;
-    const Scenario base = withFabric(c_->scenario());
+    const Scenario base = c_->withFabric(c_->scenario());
     plan_cancel_flag_ = false;
     plan_button_->setEnabled(false);
     plan_cancel_->setEnabled(true);
@@ -905,15 +904,7 @@ void MainWindow::startPlan() {
 
 void MainWindow::cancelPlan() { plan_cancel_flag_ = true; }
 
-// Counts past one node need the fabric between nodes, which the resolver only
-// picks for a multi-node cluster: without it a 32-GPU plan row was timed with no
-// inter-node traffic and read faster than the same row loaded into the editor
-// (81,295 against 81,104 tokens/s). The default is the policy's, as for sizing.
-Scenario MainWindow::withFabric(Scenario s) {
-    if (s.cluster.inter_node.id.empty())
-        if (auto l = load_link(c_->presets(), default_inter_node_link_id(s.cluster.gpu), "inter_node")) s.cluster.inter_node = *l;
-    return s;
-}
+
 
 void MainWindow::planFinished(const QVector<PlanCandidate>& rows, bool cancelled) {
     if (plan_thread_ && plan_thread_->joinable()) plan_thread_->join();

@@ -67,7 +67,6 @@ private:
     void planFinished(const QVector<PlanCandidate>& rows, bool cancelled);
     void setArchitectureFields(const ModelSpec& m);
     void clearResults();
-    Scenario withFabric(Scenario s);
     void showCalibration();
     // The editor form, generated from the scenario schema (schema.hpp).
     void buildModelGroup(QFormLayout* form, QWidget* host);
