@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "trainplan/app/intervals.hpp"
 #include "trainplan/intervals.hpp"
 #include "trainplan/app/format.hpp"
 #include "trainplan/time.hpp"
@@ -94,14 +95,10 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     for (const Diagnostic& w : te.warnings) err << "warning: " << w.message << '\n';
     // Prediction intervals (issue 13): P10 / P90 of measured / predicted on the
     // validation cases of the matching regime (intervals.hpp); absent without them.
-    std::optional<RatioBand> tband, mband;
-    if (auto table = packaged_residuals(presets); table && !table->entries.empty()) {
-        tband = table->band(BandKind::StepTime, s);
-        mband = table->band(BandKind::Memory, s);
-    }
-    // Calibrated: the fit's own residual spread, where it has the degrees of freedom.
-    if (auto cb = calibrated_band(s.calibration, BandKind::StepTime)) tband = cb;
-    if (auto cb = calibrated_band(s.calibration, BandKind::Memory)) mband = cb;
+    // Calibrated: the fit's own residual spread, where it has the degrees of freedom (app/intervals.hpp).
+    const std::optional<IntervalTable> table = packaged_residuals(presets);
+    const std::optional<RatioBand> tband = app::prediction_band(table, BandKind::StepTime, s);
+    const std::optional<RatioBand> mband = app::prediction_band(table, BandKind::Memory, s);
     auto range = [](const std::optional<RatioBand>& b, double v, const std::function<std::string(double)>& f) {
         return b && b->n > 0 ? fmt::format(" ({}-{})", f(v * b->p10), f(v * b->p90)) : std::string();
     };
@@ -160,18 +157,10 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     out << fmt::format("{}{} on {}\n", s.model.name, s.model.approximate ? " [approximate]" : "", describe_hardware(s));
     out << "setup: " << describe_setup(s) << "\n";
     if (!s.calibration.identity()) {
-        // Which factors the profile changes (calibration.hpp).
+        // Which factors the profile changes (the GUI shows the same text).
         const Calibration& k = s.calibration;
-        std::string changed;
-        auto mult = [&](const char* name, double v) { if (v != 1) changed += fmt::format("{} x{:.3f}, ", name, v); };
-        mult("GEMM", k.gemm);
-        mult("attention", k.attention);
-        mult("HBM", k.hbm);
-        mult("intra-node link", k.intra_link);
-        mult("inter-node link", k.inter_link);
-        if (k.reserve_fraction != 0) changed += fmt::format("allocator reserve {:+.3f}, ", k.reserve_fraction);
-        if (k.framework_bytes != 0) changed += fmt::format("framework {:+.2f} GiB, ", k.framework_bytes / (1024.0 * 1024.0 * 1024.0));
-        out << "calibrated (" << k.source << "): " << changed.substr(0, changed.size() - 2) << "\n";
+        const std::string changed = app::describe_calibration(k);
+        out << "calibrated (" << k.source << "): " << changed << "\n";
     }
     out << fmt::format("memory: {}{} of {} per GPU ({})\n\n", gb(mem.peak().total), range(mband, mem.peak().total, gb), gb(mem.peak().capacity),
                        mem.peak().fits() ? "fits" : "DOES NOT FIT -- see trainplan fit");

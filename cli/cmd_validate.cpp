@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "trainplan/app/report.hpp"
 #include "trainplan/calibrate.hpp"
+#include "trainplan/app/intervals.hpp"
 #include "trainplan/intervals.hpp"
 #include "trainplan/validation.hpp"
 
@@ -68,20 +69,7 @@ void group_table(std::ostream& out, const char* title, const std::vector<Validat
 
 }  // namespace
 
-std::optional<IntervalTable> packaged_residuals(FilePresets& presets) {
-    for (const auto& root : presets.roots()) {
-        const std::string path = (fs::path(root) / "validation" / "residuals.tsv").string();
-        std::error_code ec;
-        if (!fs::is_regular_file(path, ec)) continue;
-        std::string why;
-        auto src = presets.read_file(path, why);
-        if (!src) return std::nullopt;
-        auto t = parse_residuals_tsv(src->text, src->filename);
-        if (!t) return std::nullopt;
-        return *t;
-    }
-    return std::nullopt;
-}
+std::optional<IntervalTable> packaged_residuals(FilePresets& presets) { return app::residual_table(presets); }
 
 // --calibration-cv (issue 13): the held-back half's median |error| before and after.
 int run_calibration_cv(const std::vector<TextSource>& sources, FilePresets& presets, bool json, std::ostream& out, std::ostream& err) {

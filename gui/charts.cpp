@@ -6,12 +6,15 @@
 #include <QBarSet>
 #include <QHorizontalStackedBarSeries>
 #include <QBarSeries>
+#include <QLegendMarker>
 #include <QLineSeries>
+#include <QLogValueAxis>
 #include <QScatterSeries>
 #include <QStackedBarSeries>
 #include <QValueAxis>
 
 #include <algorithm>
+#include <functional>
 
 #include "trainplan/units.hpp"
 
@@ -27,6 +30,28 @@ QChart* base_chart(const QString& title) {
     c->legend()->setAlignment(Qt::AlignBottom);
     c->setMargins(QMargins(4, 4, 4, 4));
     return c;
+}
+
+// Error bars as I-beams (one line series each: bottom cap, stem, top cap), the
+// first named in the legend. `cap(x, side)` is where a cap ends at x.
+void add_error_bars(QChart* c, QAbstractAxis* x, QAbstractAxis* y, const QVector<ErrorBar>& bars,
+                    const std::function<double(double, int)>& cap) {
+    QPen pen(QColor("#24292f"));
+    pen.setWidth(2);
+    bool first = true;
+    for (const ErrorBar& b : bars) {
+        auto* s = new QLineSeries;
+        s->setName(kBandName);
+        const double l = cap(b.x, -1), r = cap(b.x, +1);
+        *s << QPointF(l, b.lo) << QPointF(r, b.lo) << QPointF(b.x, b.lo) << QPointF(b.x, b.hi) << QPointF(l, b.hi) << QPointF(r, b.hi);
+        s->setPen(pen);
+        c->addSeries(s);
+        s->attachAxis(x);
+        s->attachAxis(y);
+        if (!first)
+            for (QLegendMarker* m : c->legend()->markers(s)) m->setVisible(false);
+        first = false;
+    }
 }
 }  // namespace
 
@@ -45,7 +70,7 @@ QString memory_term_tooltip(const QString& term) {
     return it == tips.end() ? QString() : it->second;
 }
 
-QChart* memory_chart(const MemoryEstimate& est) {
+QChart* memory_chart(const MemoryEstimate& est, double band_p10, double band_p90) {
     QChart* c = base_chart("Memory per GPU by pipeline stage (GB)");
     c->legend()->setAlignment(Qt::AlignRight);
     auto* series = new QStackedBarSeries;
@@ -62,7 +87,7 @@ QChart* memory_chart(const MemoryEstimate& est) {
         }
         series->append(set);
     }
-    for (const auto& st : est.stages) top = std::max({top, st.mem.total, st.mem.capacity});
+    for (const auto& st : est.stages) top = std::max({top, st.mem.total, st.mem.capacity, st.mem.total * band_p90});
     c->addSeries(series);
     auto* x = new QBarCategoryAxis;
     x->append(cats);
@@ -90,6 +115,15 @@ QChart* memory_chart(const MemoryEstimate& est) {
     c->addAxis(hx, Qt::AlignTop);
     cap->attachAxis(hx);
     cap->attachAxis(y);
+    // Each stage's total with its P10-P90 band, at the bar's centre on the 0..1 axis.
+    if (band_p10 > 0 && !est.stages.empty()) {
+        QVector<ErrorBar> bars;
+        const double n = static_cast<double>(est.stages.size());
+        for (size_t i = 0; i < est.stages.size(); ++i)
+            bars.push_back({(static_cast<double>(i) + 0.5) / n, est.stages[i].mem.total * band_p10 / units::GB,
+                            est.stages[i].mem.total * band_p90 / units::GB});
+        add_error_bars(c, hx, y, bars, [n](double x, int side) { return x + side * 0.06 / n; });
+    }
     return c;
 }
 
@@ -117,41 +151,60 @@ QChart* time_chart(const TimeBreakdown& t) {
     return c;
 }
 
-QChart* line_chart(const QString& title, const QString& x_title, const QString& y_title, const QVector<QPointF>& points, double limit,
-                   const QString& limit_name) {
+QChart* line_chart(const QString& title, const QString& x_title, const QString& y_title, const QVector<QPointF>& points,
+                   const QVector<bool>& fits, const QVector<ErrorBar>& bars, double limit, const QString& limit_name) {
     QChart* c = base_chart(title);
     auto* s = new QLineSeries;
     s->setName(y_title);
     auto* dots = new QScatterSeries;
-    dots->setMarkerSize(7);
-    dots->setName("evaluated");
+    dots->setMarkerSize(8);
+    dots->setName("fits");
+    // Out-of-memory points: red diamonds, never drawn like a point that fits.
+    auto* oom = new QScatterSeries;
+    oom->setName(kOutOfMemoryName);
+    oom->setMarkerShape(QScatterSeries::MarkerShapeRotatedRectangle);
+    oom->setMarkerSize(11);
+    oom->setColor(QColor("#d1242f"));
+    oom->setBorderColor(QColor("#82071e"));
     double xmin = 1e300, xmax = -1e300, ymax = limit;
-    for (const QPointF& p : points) {
+    for (int i = 0; i < points.size(); ++i) {
+        const QPointF& p = points[i];
         s->append(p);
-        dots->append(p);
+        (i < fits.size() && !fits[i] ? oom : dots)->append(p);
         xmin = std::min(xmin, p.x());
         xmax = std::max(xmax, p.x());
         ymax = std::max(ymax, p.y());
     }
+    for (const ErrorBar& b : bars) ymax = std::max(ymax, b.hi);
     c->addSeries(s);
     c->addSeries(dots);
-    auto* x = new QValueAxis;
+    c->addSeries(oom);
+    // The sweeps double their variable (micro-batch, sequence length, GPU count):
+    // a base-2 log axis puts a tick on each power of two, labelled as an integer.
+    auto* x = new QLogValueAxis;
+    x->setBase(2);
+    x->setLabelFormat("%.0f");
+    x->setMinorTickCount(0);
     x->setTitleText(x_title);
-    if (xmin < xmax) x->setRange(xmin, xmax);
+    if (xmin > 0 && xmin < xmax) x->setRange(xmin / 1.15, xmax * 1.15);
     auto* y = new QValueAxis;
     y->setTitleText(y_title);
     y->setRange(0, ymax > 0 ? ymax * 1.1 : 1);
+    y->applyNiceNumbers();
+    y->setLabelFormat("%.0f");
     c->addAxis(x, Qt::AlignBottom);
     c->addAxis(y, Qt::AlignLeft);
-    for (auto* series : {static_cast<QXYSeries*>(s), static_cast<QXYSeries*>(dots)}) {
+    for (auto* series : {static_cast<QXYSeries*>(s), static_cast<QXYSeries*>(dots), static_cast<QXYSeries*>(oom)}) {
         series->attachAxis(x);
         series->attachAxis(y);
     }
+    if (oom->count() == 0)
+        for (QLegendMarker* m : c->legend()->markers(oom)) m->setVisible(false);
     if (limit > 0 && xmin < xmax) {
         auto* l = new QLineSeries;
         l->setName(limit_name);
-        l->append(xmin, limit);
-        l->append(xmax, limit);
+        l->append(xmin / 1.15, limit);
+        l->append(xmax * 1.15, limit);
         QPen pen(QColor("#d1242f"));
         pen.setStyle(Qt::DashLine);
         pen.setWidth(2);
@@ -160,6 +213,7 @@ QChart* line_chart(const QString& title, const QString& x_title, const QString& 
         l->attachAxis(x);
         l->attachAxis(y);
     }
+    add_error_bars(c, x, y, bars, [](double v, int side) { return v * (side < 0 ? 1 / 1.05 : 1.05); });
     return c;
 }
 
@@ -178,6 +232,8 @@ QChart* compare_chart(const QString& title, const QStringList& names, const QVec
     x->append(names);
     auto* y = new QValueAxis;
     y->setRange(0, top > 0 ? top * 1.15 : 1);
+    y->applyNiceNumbers();
+    y->setLabelFormat("%.0f");
     c->addAxis(x, Qt::AlignBottom);
     c->addAxis(y, Qt::AlignLeft);
     series->attachAxis(x);

@@ -12,6 +12,7 @@
 
 #include "trainplan/app/presets.hpp"
 #include "trainplan/advisor.hpp"
+#include "trainplan/intervals.hpp"
 #include "trainplan/io.hpp"
 #include "trainplan/sizing.hpp"
 #include "trainplan/time.hpp"
@@ -60,6 +61,18 @@ public:
     const MemoryEstimate& memory() const { return memory_; }
     const TimeEstimate& time() const { return time_; }
     AdviceReport advice();                // computed on request (it simulates many variants)
+    // `s` with the policy's default fabric between nodes when it has none, for
+    // moves that grow it past one node (plan rows, the GPU sweep, advice).
+    Scenario withFabric(Scenario s);
+
+    // The calibration profile applied to every evaluation (`trainplan calibrate -o`,
+    // the CLI's --calibration); cleared = the preset / policy efficiencies.
+    bool loadCalibration(const QString& path, QString* error);
+    void clearCalibration();
+    const Calibration& calibration() const { return calibration_; }
+    // simulate's P10-P90 band for a scenario (app/intervals.hpp): the calibration's
+    // residual spread, else the validation regime's; nullopt when neither.
+    std::optional<RatioBand> band(BandKind k, const Scenario& s) const;
     double lastUpdateMs() const { return last_ms_; }
 
     // The model as a preset name, shorthand or file path ("" when edited inline).
@@ -95,6 +108,8 @@ private:
     TimeEstimate time_;
     double last_ms_ = 0;
     QList<Pinned> pinned_;
+    Calibration calibration_;
+    std::optional<IntervalTable> residuals_;
 };
 
 }  // namespace trainplan::gui

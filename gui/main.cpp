@@ -26,7 +26,9 @@ int main(int argc, char** argv) {
             fprintf(stderr, "%s\n", qPrintable(err));
             return 2;
         }
-        if (controller.valid()) window.loadScenario(controller.scenario(), controller.modelRef());
+        // Valid or not, the editor shows the file's values (an invalid one's errors
+        // name file:line), never the default model's.
+        window.showInput();
     }
     window.show();
     if (parser.isSet(shots)) return window.saveScreenshots(parser.value(shots)) ? 0 : 1;

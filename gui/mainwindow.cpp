@@ -9,6 +9,7 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -27,13 +28,16 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableWidget>
+#include <QScrollBar>
 #include <QVBoxLayout>
+#include <QWheelEvent>
 
 #include <limits>
 #include <map>
 
 #include "charts.hpp"
 #include "trainplan/app/format.hpp"
+#include "trainplan/app/intervals.hpp"
 #include "trainplan/moves.hpp"
 #include "trainplan/search.hpp"
 #include "trainplan/units.hpp"
@@ -57,6 +61,12 @@ QSpinBox* spin(const char* name, int lo, int hi, int value, QWidget* parent) {
     return s;
 }
 QString gbtext(double bytes) { return QString("%1 GB").arg(bytes / units::GB, 0, 'f', 2); }
+QString layout_text(const Scenario& s);
+// "llama-2-13b / 8 x a100-sxm-80gb / tp2 pp1 dp4 sp"
+QString pin_label(const Scenario& s) {
+    return QString("%1 / %2 x %3 / %4").arg(QString::fromStdString(s.model.id), QString::number(s.cluster.num_gpus),
+                                            QString::fromStdString(s.cluster.gpu.id), layout_text(s));
+}
 QString layout_text(const Scenario& s) {
     const ParallelLayout& p = s.setup.layout;
     QString t = QString("tp%1 pp%2 dp%3").arg(p.tp).arg(p.pp).arg(p.dp);
@@ -71,6 +81,43 @@ void set_combo(QComboBox* c, const QString& v) {
     else if (c->isEditable()) c->setEditText(v);
 }
 
+// Combo and spin boxes of the editor take the mouse wheel only once focused
+// (clicked or tabbed into); otherwise the wheel scrolls the editor, as in a web
+// form (issue 12: the wheel flipped Method from full to qlora).
+class WheelToScroll final : public QObject {
+public:
+    WheelToScroll(QScrollArea* area, QObject* parent) : QObject(parent), area_(area) {}
+    bool eventFilter(QObject* o, QEvent* e) override {
+        if (e->type() != QEvent::Wheel) return false;
+        auto* w = qobject_cast<QWidget*>(o);
+        if (!w || w->hasFocus()) return false;
+        QCoreApplication::sendEvent(area_->verticalScrollBar(), e);
+        return true;
+    }
+
+private:
+    QScrollArea* area_;
+};
+
+// A label whose text never sets the window's width: it wraps, and the layout
+// ignores its one-line width (issue 12: an invalid model name widened the
+// window from 1,440 to 1,666 px). The whole text stays in the tooltip.
+void never_widens(QLabel* l) {
+    l->setWordWrap(true);
+    l->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    l->setMinimumWidth(0);
+}
+
+// Whether a form field matters for the scenario: LoRA settings for LoRA and
+// QLoRA, quantization settings for QLoRA (the conditions rules.cpp checks them
+// under); the editor greys out the rest.
+bool field_applies(const Field& f, const Scenario& s) {
+    const std::string key = f.key;
+    if (key.rfind("lora_", 0) == 0) return s.setup.method != Method::Full;
+    if (key == "quant" || key == "double_quant" || key == "paged_optimizer") return s.setup.method == Method::QLoRA;
+    return true;
+}
+
 }  // namespace
 
 MainWindow::MainWindow(Controller* controller, QWidget* parent) : QMainWindow(parent), c_(controller) {
@@ -83,6 +130,13 @@ MainWindow::MainWindow(Controller* controller, QWidget* parent) : QMainWindow(pa
     buildEditor(editor);
     scroll->setWidget(editor);
     scroll->setMinimumWidth(380);
+    scroll_ = scroll;
+    auto* wheel = new WheelToScroll(scroll, this);
+    for (QWidget* w : editor->findChildren<QWidget*>())
+        if (qobject_cast<QComboBox*>(w) || qobject_cast<QAbstractSpinBox*>(w)) {
+            w->setFocusPolicy(Qt::StrongFocus);
+            w->installEventFilter(wheel);
+        }
     tabs_ = new QTabWidget(split);
     tabs_->setObjectName("tabs");
     auto* results = new QWidget;
@@ -115,18 +169,16 @@ MainWindow::MainWindow(Controller* controller, QWidget* parent) : QMainWindow(pa
         if (tabs_->widget(i)->objectName() == "sweepsTab") runSweep();
     });
     resize(1280, 800);
+    // The token budget shown in the editor is the one evaluated from the start
+    // (issue 12: time and energy appeared only after a rent was typed).
+    RunOptions run = c_->run();
+    run.tokens_to_train = tokens_->value() * 1e9;
+    run.rent_usd_per_gpu_hour = rent_->value();
+    c_->setRun(run);
     // The controller's input stays minimal (model, GPU, count): the form shows the
     // resolved values, so a method's recipe defaults (QLoRA: bf16, full recompute)
     // follow until a field is set.
-    if (c_->valid()) {
-        const QList<QWidget*> all = findChildren<QWidget*>();
-        for (QWidget* w : all) w->blockSignals(true);
-        set_combo(model_, c_->modelRef());
-        setArchitectureFields(c_->scenario().model);
-        for (QWidget* w : all) w->blockSignals(false);
-    }
-    refreshFields();
-    showResults();
+    showInput();
 }
 
 MainWindow::~MainWindow() {
@@ -249,6 +301,12 @@ void MainWindow::showFieldValue(const Field& f, QWidget* w, const std::optional<
 // (QLoRA's bf16 and full recompute, dp); fields the user set keep what was typed.
 void MainWindow::refreshFields() {
     for (const auto& [f, w] : field_widgets_) {
+        if (c_->valid()) {
+            const bool on = field_applies(*f, c_->scenario());
+            w->setEnabled(on);
+            if (auto* form = qobject_cast<QFormLayout*>(w->parentWidget() ? w->parentWidget()->layout() : nullptr))
+                if (QWidget* label = form->labelForField(w)) label->setEnabled(on);
+        }
         if (f->get(c_->input())) continue;
         if (!c_->valid()) continue;
         std::optional<FieldValue> v = f->read ? f->read(c_->scenario()) : std::nullopt;
@@ -265,6 +323,7 @@ void MainWindow::fieldEdited(const Field& f, QWidget* w) {
     ScenarioInput in = c_->input();
     if (auto v = widgetValue(f, w)) f.set(in, *v);
     else f.clear(in);
+    in.origin.erase(f.key);  // set here now, no longer where a file set it
     c_->setInput(in);  // emits changed() -> showResults()
     repaint_ms_ = timer.nsecsElapsed() / 1e6;
     update_label_->setText(QString("updated in %1 ms (model %2 ms)").arg(repaint_ms_, 0, 'f', 2).arg(c_->lastUpdateMs(), 0, 'f', 2));
@@ -428,9 +487,35 @@ void MainWindow::buildEditor(QWidget* host) {
     auto* fb = new QFormLayout(gb);
     v->addWidget(gb);
     buildBudgetGroup(fb, host);
+    // Calibration (issue 13): a profile from `trainplan calibrate -o`, what it
+    // changes, and clearing it (the CLI's --calibration).
+    auto* gc = new QGroupBox("Calibration", host);
+    auto* vc = new QVBoxLayout(gc);
+    calib_label_ = new QLabel(gc);
+    calib_label_->setObjectName("calibrationLabel");
+    never_widens(calib_label_);
+    vc->addWidget(calib_label_);
+    auto* hc = new QHBoxLayout;
+    auto* load = new QPushButton("Load profile...", gc);
+    load->setObjectName("loadCalibrationButton");
+    load->setToolTip("A calibration profile written by `trainplan calibrate -o` (the CLI's --calibration)");
+    calib_clear_ = new QPushButton("Clear", gc);
+    calib_clear_->setObjectName("clearCalibrationButton");
+    hc->addWidget(load);
+    hc->addWidget(calib_clear_);
+    hc->addStretch();
+    vc->addLayout(hc);
+    v->addWidget(gc);
+    connect(load, &QPushButton::clicked, this, [this] {
+        const QString f = QFileDialog::getOpenFileName(this, "Load calibration profile", {}, "Calibration profile (*.toml)");
+        if (f.isEmpty()) return;
+        QString err;
+        if (!c_->loadCalibration(f, &err)) QMessageBox::warning(this, "Cannot load calibration profile", err);
+    });
+    connect(calib_clear_, &QPushButton::clicked, c_, &Controller::clearCalibration);
     error_ = new QLabel(host);
     error_->setObjectName("errorLabel");
-    error_->setWordWrap(true);
+    never_widens(error_);
     error_->setStyleSheet("color: #d1242f; font-weight: 600;");
     v->addWidget(error_);
     v->addStretch();
@@ -448,6 +533,7 @@ void MainWindow::readInputs() {
     if (!(in.model_inline && model.endsWith("(edited)"))) {
         in.model_inline.reset();
         in.model = model.toStdString();
+        in.origin.erase("model");
     }
     c_->setInput(in);  // emits changed() -> showResults()
     repaint_ms_ = timer.nsecsElapsed() / 1e6;
@@ -479,6 +565,17 @@ void MainWindow::loadScenario(const Scenario& s, const QString& model_ref) {
             if (auto v = f.read(s)) f.set(in, *v);
     if (model_ref.isEmpty()) in.model_inline = s.model;
     else in.model = model_ref.toStdString();
+    // A field whose default depends on others (precision and recompute on the
+    // method) stays a default where it has the default's value, so it follows a
+    // later change of what it depends on (issue 12: QLoRA chosen after loading a
+    // row kept bf16-mixed and no recompute, 36.97 GB instead of the recipe's 10.99 GB).
+    for (const Field& f : scenario_fields()) {
+        if (!f.contextual_default || !f.get(in)) continue;
+        ScenarioInput without = in;
+        f.clear(without);
+        auto r = resolve_scenario(without, c_->presets());
+        if (r && f.read && f.read(*r) == f.get(in)) in = without;
+    }
     const QList<QWidget*> all = findChildren<QWidget*>();
     for (QWidget* w : all) w->blockSignals(true);
     set_combo(model_, model_ref.isEmpty() ? QString::fromStdString(s.model.name) : model_ref);
@@ -489,12 +586,34 @@ void MainWindow::loadScenario(const Scenario& s, const QString& model_ref) {
     c_->setInput(in);
 }
 
+void MainWindow::showInput() {
+    const ScenarioInput& in = c_->input();
+    loading_ = true;
+    const QList<QWidget*> all = findChildren<QWidget*>();
+    for (QWidget* w : all) w->blockSignals(true);
+    set_combo(model_, in.model_inline ? QString::fromStdString(in.model_inline->name) : c_->modelRef());
+    // The architecture of the model named, even when the rest does not resolve.
+    if (c_->valid()) setArchitectureFields(c_->scenario().model);
+    else if (in.model_inline) setArchitectureFields(*in.model_inline);
+    else if (in.model)
+        if (auto m = load_model(c_->presets(), *in.model, "model")) setArchitectureFields(*m);
+    for (const auto& [f, w] : field_widgets_) {
+        if (auto v = f->get(in)) showFieldValue(*f, w, v);
+        else if (has_default_state(*f)) showFieldValue(*f, w, std::nullopt);
+    }
+    for (QWidget* w : all) w->blockSignals(false);
+    loading_ = false;
+    refreshFields();
+    showResults();
+}
+
 void MainWindow::buildResults(QWidget* host) {
     auto* v = new QVBoxLayout(host);
     banner_ = new QLabel(host);
     banner_->setObjectName("verdictBanner");
     banner_->setAlignment(Qt::AlignCenter);
     banner_->setMinimumHeight(44);
+    never_widens(banner_);
     v->addWidget(banner_);
     auto* row = new QHBoxLayout;
     mem_chart_ = new QChartView(host);
@@ -518,7 +637,7 @@ void MainWindow::buildResults(QWidget* host) {
     metrics_ = new QLabel(host);
     metrics_->setObjectName("metricsLabel");
     metrics_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    metrics_->setWordWrap(true);
+    never_widens(metrics_);
     v->addWidget(metrics_);
 }
 
@@ -526,11 +645,16 @@ void MainWindow::showResults() {
     const bool ok = c_->valid();
     error_->setText(ok ? QString() : "Not a valid configuration:\n" + c_->errors());
     error_->setVisible(!ok);
+    error_->setToolTip(error_->text());
+    showCalibration();
     if (!ok) {
         banner_->setText("INVALID: " + c_->errors().section('\n', 0, 0));
+        banner_->setToolTip(c_->errors());
         banner_->setStyleSheet("background: #9a6700; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
+        clearResults();
         return;
     }
+    banner_->setToolTip({});
     const Scenario& s = c_->scenario();
     const MemoryEstimate& me = c_->memory();
     const MemoryBreakdown& m = me.peak();
@@ -541,11 +665,15 @@ void MainWindow::showResults() {
         setArchitectureFields(s.model);
         for (QWidget* w : arch) w->blockSignals(false);
     }
+    // P10-P90 bands (issue 13), as `simulate` prints them (app/intervals.hpp).
+    const std::optional<RatioBand> mband = c_->band(BandKind::Memory, s);
+    const std::optional<RatioBand> tband = c_->band(BandKind::StepTime, s);
+    const QString mrange = mband ? QString(" (P10-P90 %1-%2)").arg(gbtext(m.total * mband->p10), gbtext(m.total * mband->p90)) : QString();
     if (m.fits()) {
-        banner_->setText(QString("FITS: %1 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom())));
+        banner_->setText(QString("FITS: %1%4 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange));
         banner_->setStyleSheet("background: #1a7f37; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     } else {
-        banner_->setText(QString("DOES NOT FIT: needs %1 per GPU, %2 over the %3").arg(gbtext(m.total), gbtext(-m.headroom()), gbtext(m.capacity)));
+        banner_->setText(QString("DOES NOT FIT: needs %1%4 per GPU, %2 over the %3").arg(gbtext(m.total), gbtext(-m.headroom()), gbtext(m.capacity), mrange));
         banner_->setStyleSheet("background: #d1242f; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     }
     const std::pair<const char*, double> terms[] = {{"weights", m.weights}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
@@ -564,18 +692,23 @@ void MainWindow::showResults() {
         ++r;
     }
     QChart* old = mem_chart_->chart();
-    mem_chart_->setChart(memory_chart(me));
+    mem_chart_->setChart(mband ? memory_chart(me, mband->p10, mband->p90) : memory_chart(me));
     delete old;
     old = time_chart_->chart();
     time_chart_->setChart(time_chart(c_->time().time));
     delete old;
     const TimeEstimate& te = c_->time();
-    QString text = QString("<b>%1 tokens/s</b> (%2 per GPU), step %3 s, <b>MFU %4 %</b>, HFU %5 %")
+    // Rates scale with 1 / step time: their P10 comes from the step's P90.
+    const QString trange = tband ? QString(" (P10-P90 %1-%2)").arg(te.throughput.tokens_per_s / tband->p90, 0, 'f', 0).arg(te.throughput.tokens_per_s / tband->p10, 0, 'f', 0)
+                                 : QString();
+    QString text = QString("<b>%1 tokens/s</b>%6 (%2 per GPU), step %3 s, <b>MFU %4 %</b>, HFU %5 %")
                        .arg(te.throughput.tokens_per_s, 0, 'f', 0)
                        .arg(te.throughput.tokens_per_s / s.cluster.num_gpus, 0, 'f', 0)
                        .arg(te.time.step_s, 0, 'g', 4)
                        .arg(100 * te.throughput.mfu, 0, 'f', 1)
-                       .arg(100 * te.throughput.hfu, 0, 'f', 1);
+                       .arg(100 * te.throughput.hfu, 0, 'f', 1)
+                       .arg(trange);
+    if (tband) text += QString("<br><small>P10-P90: %1</small>").arg(QString::fromStdString(tband->regime).toHtmlEscaped());
     if (s.run.tokens_to_train > 0)
         text += QString("<br>%1 B tokens: %2 days, %3 GPU-hours, %4 MWh")
                     .arg(s.run.tokens_to_train / 1e9, 0, 'g', 4)
@@ -587,6 +720,41 @@ void MainWindow::showResults() {
     text += QString("<br>bottleneck: <b>%1</b> (the Advice tab explains it)").arg(to_string(classify(s, m, te.time)));
     text += "<br><i>" + QString::fromStdString(app::describe_setup(s)).toHtmlEscaped() + "</i>";
     metrics_->setText(text);
+}
+
+// No numbers of a scenario that is not valid: the results of the one before
+// would read as this one's (issue 12: an invalid scenario file opened over the
+// default model's numbers).
+void MainWindow::clearResults() {
+    for (int r = 0; r < mem_table_->rowCount(); ++r)
+        if (mem_table_->item(r, 1)) mem_table_->item(r, 1)->setText(QString::fromUtf8("\u2014"));
+    for (QChartView* v : {mem_chart_, time_chart_}) {
+        QChart* old = v->chart();
+        auto* empty = new QChart;
+        empty->setTitle("no result: the scenario is not valid");
+        v->setChart(empty);
+        delete old;
+    }
+    metrics_->setText("No result: fix the scenario (the errors are listed under the editor).");
+    dp_label_->setText(QString::fromUtf8("\u2014"));
+}
+
+void MainWindow::showCalibration() {
+    const Calibration& k = c_->calibration();
+    calib_clear_->setEnabled(!k.source.empty());
+    if (k.source.empty()) {
+        calib_label_->setText("None: the preset and policy efficiencies.");
+        calib_label_->setToolTip({});
+        return;
+    }
+    const std::string changes = app::describe_calibration(k);
+    QString text = QString("<b>%1</b>: %2").arg(QFileInfo(QString::fromStdString(k.source)).fileName().toHtmlEscaped(),
+                                               changes.empty() ? QString("changes no efficiency factor")
+                                                               : QString::fromStdString(changes).toHtmlEscaped());
+    if (auto b = calibrated_band(k, BandKind::StepTime))
+        text += QString("<br>P10-P90 from its residuals: %1").arg(QString::fromStdString(b->regime).toHtmlEscaped());
+    calib_label_->setText(text);
+    calib_label_->setToolTip(QString::fromStdString(k.source));
 }
 
 void MainWindow::buildSweeps(QWidget* host) {
@@ -614,14 +782,22 @@ void MainWindow::buildSweeps(QWidget* host) {
 
 void MainWindow::runSweep() {
     if (!c_->valid()) return;
-    const Scenario base = c_->scenario();
+    const Scenario base = c_->withFabric(c_->scenario());
     QVector<QPointF> mem, tps;
+    QVector<bool> fits;
+    QVector<ErrorBar> mem_bars, tps_bars;
     const QString kind = sweep_kind_->currentText();
     const LayerGraph g = build_layer_graph(base.model, base.setup);
     auto add = [&](double x, Scenario s) {
         if (!validate(s).empty()) return;
-        mem.push_back({x, estimate_memory(s, g).peak().total / units::GB});
-        tps.push_back({x, estimate_time(s, g).throughput.tokens_per_s});
+        const MemoryBreakdown m = estimate_memory(s, g).peak();
+        const double t = estimate_time(s, g).throughput.tokens_per_s;
+        mem.push_back({x, m.total / units::GB});
+        tps.push_back({x, t});
+        fits.push_back(m.fits());
+        // Each point's P10-P90 band (its own regime: the GPU count changes the scale).
+        if (auto b = c_->band(BandKind::Memory, s)) mem_bars.push_back({x, m.total * b->p10 / units::GB, m.total * b->p90 / units::GB});
+        if (auto b = c_->band(BandKind::StepTime, s)) tps_bars.push_back({x, t / b->p90, t / b->p10});
     };
     QString xt;
     if (kind == "micro-batch") {
@@ -652,10 +828,10 @@ void MainWindow::runSweep() {
         }
     }
     QChart* old = sweep_mem_->chart();
-    sweep_mem_->setChart(line_chart("Memory per GPU (GB)", xt, "GB", mem, c_->memory().peak().capacity / units::GB, "capacity"));
+    sweep_mem_->setChart(line_chart("Memory per GPU (GB)", xt, "GB", mem, fits, mem_bars, c_->memory().peak().capacity / units::GB, "capacity"));
     delete old;
     old = sweep_tps_->chart();
-    sweep_tps_->setChart(line_chart("Throughput (tokens/s)", xt, "tokens/s", tps));
+    sweep_tps_->setChart(line_chart("Throughput (tokens/s)", xt, "tokens/s", tps, fits, tps_bars));
     delete old;
 }
 
@@ -694,7 +870,7 @@ void MainWindow::buildPlan(QWidget* host) {
 
 void MainWindow::startPlan() {
     if (!c_->valid() || (plan_thread_ && plan_thread_->joinable())) return;
-    const Scenario base = c_->scenario();
+    const Scenario base = c_->withFabric(c_->scenario());
     plan_cancel_flag_ = false;
     plan_button_->setEnabled(false);
     plan_cancel_->setEnabled(true);
@@ -727,6 +903,8 @@ void MainWindow::startPlan() {
 }
 
 void MainWindow::cancelPlan() { plan_cancel_flag_ = true; }
+
+
 
 void MainWindow::planFinished(const QVector<PlanCandidate>& rows, bool cancelled) {
     if (plan_thread_ && plan_thread_->joinable()) plan_thread_->join();
@@ -761,22 +939,26 @@ void MainWindow::buildCompare(QWidget* host) {
     compare_table_ = new QTableWidget(0, 0, host);
     compare_table_->setObjectName("compareTable");
     compare_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    // Short, distinct column titles; the scenario and what differs are rows that wrap.
+    compare_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    compare_table_->setWordWrap(true);
     v->addWidget(compare_table_, 1);
     compare_chart_ = new QChartView(host);
     compare_chart_->setObjectName("compareChart");
     compare_chart_->setRenderHint(QPainter::Antialiasing);
     v->addWidget(compare_chart_, 1);
     connect(pin, &QPushButton::clicked, this, [this] {
-        const Scenario& s = c_->scenario();
-        c_->pin(QString("%1 / %2 x %3 / %4").arg(QString::fromStdString(s.model.id), QString::number(s.cluster.num_gpus),
-                                                 QString::fromStdString(s.cluster.gpu.id), layout_text(s)));
+        c_->pin(pin_label(c_->scenario()));
     });
     connect(clear, &QPushButton::clicked, c_, &Controller::clearPins);
 }
 
 void MainWindow::showCompare() {
     const auto& pins = c_->pinned();
-    const QStringList rows = {"memory/GPU", "fits", "step (s)", "tokens/s", "MFU", "compute", "communication", "bubble"};
+    // Issue 12: clipped headers, columns titled alike, nothing saying what differs.
+    // Each column is "#n"; the scenario and its differences from #1 (core's
+    // diff_settings, the lines advise prints) are rows.
+    const QStringList rows = {"scenario", "differs from #1", "memory/GPU", "fits", "step (s)", "tokens/s", "MFU", "compute", "communication", "bubble"};
     compare_table_->setColumnCount(static_cast<int>(pins.size()));
     compare_table_->setRowCount(static_cast<int>(rows.size()));
     compare_table_->setVerticalHeaderLabels(rows);
@@ -786,16 +968,29 @@ void MainWindow::showCompare() {
         const Pinned& p = pins[j];
         names << QString("#%1").arg(j + 1);
         tps << p.time.throughput.tokens_per_s;
-        compare_table_->setHorizontalHeaderItem(j, new QTableWidgetItem(QString("#%1 %2").arg(j + 1).arg(p.label)));
+        auto* head = new QTableWidgetItem(QString("#%1").arg(j + 1));
+        head->setToolTip(p.label);
+        compare_table_->setHorizontalHeaderItem(j, head);
+        QStringList diff;
+        for (const auto& line : diff_settings(pins.front().scenario, p.scenario)) diff << QString::fromStdString(line);
+        if (pins.front().scenario.calibration.source != p.scenario.calibration.source)
+            diff << QString("calibration: %1 -> %2").arg(QString::fromStdString(pins.front().scenario.calibration.source),
+                                                        QString::fromStdString(p.scenario.calibration.source));
+        const QString differs = j == 0 ? QString("(reference)") : diff.isEmpty() ? QString("nothing (same scenario)") : diff.join("\n");
         const TimeBreakdown& t = p.time.time;
-        const QStringList cells = {gbtext(p.memory.total), p.memory.fits() ? "yes" : "NO", QString::number(t.step_s, 'g', 4),
+        const QStringList cells = {p.label, differs, gbtext(p.memory.total), p.memory.fits() ? "yes" : "NO", QString::number(t.step_s, 'g', 4),
                                    QString::number(p.time.throughput.tokens_per_s, 'f', 0),
                                    QString("%1 %").arg(100 * p.time.throughput.mfu, 0, 'f', 1),
                                    QString("%1 %").arg(100 * t.compute_s / t.step_s, 0, 'f', 0),
                                    QString("%1 %").arg(100 * t.communication_s / t.step_s, 0, 'f', 0),
                                    QString("%1 %").arg(100 * t.bubble_s / t.step_s, 0, 'f', 0)};
-        for (int i = 0; i < cells.size(); ++i) compare_table_->setItem(i, j, new QTableWidgetItem(cells[i]));
+        for (int i = 0; i < cells.size(); ++i) {
+            auto* item = new QTableWidgetItem(cells[i]);
+            item->setToolTip(cells[i]);
+            compare_table_->setItem(i, j, item);
+        }
     }
+    compare_table_->resizeRowsToContents();
     QChart* old = compare_chart_->chart();
     compare_chart_->setChart(compare_chart("Throughput of pinned scenarios (tokens/s)", names, tps, "tokens/s"));
     delete old;
@@ -869,7 +1064,7 @@ void MainWindow::buildMenus() {
         if (f.isEmpty()) return;
         QString err;
         if (!c_->openScenario(f, &err)) QMessageBox::warning(this, "Cannot open scenario", err);
-        else if (c_->valid()) loadScenario(c_->scenario(), c_->modelRef());
+        else showInput();
     });
     open->setObjectName("openScenarioAction");
     open->setShortcut(QKeySequence::Open);
@@ -913,8 +1108,16 @@ bool MainWindow::saveScreenshots(const QString& dir) {
             while (plan_thread_) QApplication::processEvents(QEventLoop::AllEvents, 50);
         }
         if (names[i] == "compare" && c_->pinned().isEmpty()) {
-            c_->pin("current");
-            Scenario s = c_->scenario();
+            // The scenario against the search's fastest layout, so the view shows
+            // two columns and what differs between them.
+            c_->pin(pin_label(c_->scenario()));
+            if (!plan_rows_.isEmpty()) {
+                const ScenarioInput before = c_->input();
+                loadScenario(plan_rows_.front().scenario, c_->modelRef());
+                c_->pin("fastest layout found: " + pin_label(c_->scenario()));
+                c_->setInput(before);
+                showInput();
+            }
         }
         QApplication::processEvents();
         ok &= grab().save(dir + "/" + names[i] + ".png");

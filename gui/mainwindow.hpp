@@ -22,6 +22,7 @@ class QFormLayout;
 class QVBoxLayout;
 class QLabel;
 class QProgressBar;
+class QScrollArea;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
@@ -35,8 +36,11 @@ public:
     explicit MainWindow(Controller* controller, QWidget* parent = nullptr);
     ~MainWindow() override;
 
-    // Loads a scenario into the editor (what opening a file or a plan row does).
+    // Loads a resolved scenario into the editor (what a plan or advice row does).
     void loadScenario(const Scenario& s, const QString& model_ref);
+    // Shows the controller's input as entered (an opened scenario file, valid or
+    // not): the fields it sets, the rest as the resolver fills them.
+    void showInput();
     // Saves every tab as a PNG into `dir` (for review of the look).
     bool saveScreenshots(const QString& dir);
     // Time of the last input -> painted results round trip, in ms.
@@ -62,6 +66,8 @@ private:
     void applyAdvice(int row);
     void planFinished(const QVector<PlanCandidate>& rows, bool cancelled);
     void setArchitectureFields(const ModelSpec& m);
+    void clearResults();
+    void showCalibration();
     // The editor form, generated from the scenario schema (schema.hpp).
     void buildModelGroup(QFormLayout* form, QWidget* host);
     void buildFieldGroups(QVBoxLayout* v, QWidget* host);
@@ -85,6 +91,9 @@ private:
     std::vector<std::pair<const Field*, QWidget*>> field_widgets_;  // one per schema row in the form
     QDoubleSpinBox *tokens_, *rent_;
     QLabel *dp_label_, *error_;
+    QScrollArea* scroll_;
+    QLabel* calib_label_;
+    QPushButton* calib_clear_;
     // results
     QTabWidget* tabs_;
     QLabel *banner_, *metrics_;

@@ -156,6 +156,8 @@ std::string command_line(const Scenario& s, const std::string& model_ref, const 
         if (!v || (!f.contextual_default && f.read(defaults) == v)) continue;
         c += fmt::format(" {} {}", f.flag, shell_word(value_to_text(f.rule, *v)));
     }
+    // A calibrated scenario names its profile (the flag every scenario command reads).
+    if (!s.calibration.source.empty()) c += " --calibration " + shell_word(s.calibration.source);
     return c;
 }
 

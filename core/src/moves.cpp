@@ -213,11 +213,13 @@ bool set_data_parallel(Scenario& s, int gpus, Changes& ch, bool grow_batch) {
 
 std::vector<std::string> diff_settings(const Scenario& a, const Scenario& b) {
     Changes ch;
+    // An empty id is a link the cluster does not have (one node: no inter-node fabric).
     auto cmp = [&](const char* key, const std::string& x, const std::string& y) {
-        if (x != y) ch.note(key, x, y);
+        if (x != y) ch.note(key, x.empty() ? "none" : x, y.empty() ? "none" : y);
     };
     const TrainingSetup& p = a.setup;
     const TrainingSetup& q = b.setup;
+    cmp("model", a.model.id, b.model.id);
     cmp("gpu", a.cluster.gpu.id, b.cluster.gpu.id);
     cmp("gpus", str(a.cluster.num_gpus), str(b.cluster.num_gpus));
     cmp("intra_node", a.cluster.intra_node.id, b.cluster.intra_node.id);
@@ -232,6 +234,7 @@ std::vector<std::string> diff_settings(const Scenario& a, const Scenario& b) {
     cmp("schedule", to_string(p.layout.schedule), to_string(q.layout.schedule));
     cmp("sequence_parallel", p.layout.sequence_parallel ? "on" : "off", q.layout.sequence_parallel ? "on" : "off");
     cmp("ep", str(p.layout.ep), str(q.layout.ep));
+    cmp("seq_len", str(p.seq_len), str(q.seq_len));
     cmp("micro_batch", str(p.micro_batch), str(q.micro_batch));
     cmp("grad_accum", str(p.grad_accum), str(q.grad_accum));
     cmp("zero", str(p.zero_stage), str(q.zero_stage));

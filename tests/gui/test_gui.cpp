@@ -5,7 +5,17 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFile>
+#include <QHeaderView>
+#include <QApplication>
+#include <QChart>
+#include <QChartView>
 #include <QLabel>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QScatterSeries>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QWheelEvent>
 #include <QProcess>
 #include <QPushButton>
 #include <QSpinBox>
@@ -18,6 +28,7 @@
 #include <sstream>
 
 #include "app.hpp"
+#include "charts.hpp"
 #include "mainwindow.hpp"
 #include "trainplan/schema.hpp"
 #include "trainplan/units.hpp"
@@ -57,6 +68,37 @@ std::vector<std::string> command_words(const QString& line) {
     for (const QString& w : line.split(' ', Qt::SkipEmptyParts)) words.push_back(w.toStdString());
     if (!words.empty() && words.front() == "trainplan") words.erase(words.begin());
     return words;
+}
+
+// The row of a table whose vertical header is `label`.
+int row_of(QTableWidget* t, const QString& label) {
+    for (int r = 0; r < t->rowCount(); ++r)
+        if (t->verticalHeaderItem(r) && t->verticalHeaderItem(r)->text() == label) return r;
+    return -1;
+}
+
+// The y range of the series of a chart view named `name` (all of them together).
+std::pair<double, double> series_y_range(QChartView* v, const QString& name) {
+    double lo = 1e300, hi = -1e300;
+    for (QAbstractSeries* a : v->chart()->series())
+        if (auto* x = qobject_cast<QXYSeries*>(a); x && x->name() == name)
+            for (const QPointF& p : x->points()) {
+                lo = std::min(lo, p.y());
+                hi = std::max(hi, p.y());
+            }
+    return {lo, hi};
+}
+
+QXYSeries* series_named(QChartView* v, const QString& name) {
+    for (QAbstractSeries* a : v->chart()->series())
+        if (auto* x = qobject_cast<QXYSeries*>(a); x && x->name() == name) return x;
+    return nullptr;
+}
+
+void show_tab(QWidget& w, const char* object_name) {
+    auto* tabs = child<QTabWidget>(w, "tabs");
+    for (int i = 0; i < tabs->count(); ++i)
+        if (tabs->widget(i)->objectName() == object_name) tabs->setCurrentIndex(i);
 }
 
 nlohmann::json cli_json(const std::vector<std::string>& args) {
@@ -273,7 +315,7 @@ private slots:
         MainWindow w(&c);
         child<QComboBox>(w, "modelCombo")->setEditText("llama-2-13b");
         child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
-        child<QSpinBox>(w, "gpusSpin")->setValue(16);
+        child<QSpinBox>(w, "gpusSpin")->setValue(8);  // one node; the search goes to 4 nodes
         child<QSpinBox>(w, "globalBatchSpin")->setValue(128);
         QVERIFY(c.valid());
         QTest::mouseClick(child<QPushButton>(w, "planButton"), Qt::LeftButton);
@@ -289,6 +331,11 @@ private slots:
         QVERIFY(layout.startsWith(QString("tp%1 pp%2").arg(child<QSpinBox>(w, "tpSpin")->value()).arg(child<QSpinBox>(w, "ppSpin")->value())));
         QVERIFY(c.valid());
         QVERIFY(c.memory().peak().fits());
+        // The row's figures are the loaded scenario's (a multi-node row was timed
+        // without the fabric between nodes and read faster than it loads).
+        QVERIFY(gpus > 8);
+        QCOMPARE(table->item(0, 5)->text(), QString::number(c.time().throughput.tokens_per_s, 'f', 0));
+        QCOMPARE(table->item(0, 7)->text(), gb(c.memory().peak().total));
     }
 
     void compareAndAdvice() {
@@ -301,7 +348,7 @@ private slots:
         QTest::mouseClick(child<QPushButton>(w, "pinButton"), Qt::LeftButton);
         auto* table = child<QTableWidget>(w, "compareTable");
         QCOMPARE(table->columnCount(), 2);
-        QCOMPARE(table->item(3, 1)->text(), QString::number(c.pinned()[1].time.throughput.tokens_per_s, 'f', 0));
+        QCOMPARE(table->item(row_of(table, "tokens/s"), 1)->text(), QString::number(c.pinned()[1].time.throughput.tokens_per_s, 'f', 0));
         child<QTabWidget>(w, "tabs")->setCurrentIndex(4);
         QVERIFY(child<QLabel>(w, "adviceLabel")->text().contains(QString(to_string(c.advice().diagnosis.bottleneck)).toUpper()));
         QVERIFY(child<QTableWidget>(w, "adviceTable")->rowCount() >= 1);
@@ -411,6 +458,346 @@ private slots:
         QFile p(dir.filePath("report.pdf"));
         QVERIFY(p.open(QIODevice::ReadOnly));
         QVERIFY(p.read(5) == "%PDF-");
+    }
+
+    // ---- issue 12 (GUI) and issue 13 (calibration and error bars in the GUI)
+
+    // The wheel over an unfocused combo or spin box scrolls the editor; it
+    // flipped Method from full to qlora before. Once focused, the box takes it.
+    void wheelScrollsTheEditorUntilABoxIsFocused() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        for (QWidget* x : w.findChild<QScrollArea*>()->widget()->findChildren<QWidget*>())
+            if (qobject_cast<QComboBox*>(x) || qobject_cast<QAbstractSpinBox*>(x))
+                QVERIFY2(x->focusPolicy() == Qt::StrongFocus, qPrintable(x->objectName()));
+        auto* method = child<QComboBox>(w, "methodCombo");
+        auto* bar = w.findChild<QScrollArea*>()->verticalScrollBar();
+        QVERIFY(bar->maximum() > 0);  // the editor is taller than the window: there is something to scroll
+        const int top = bar->value();
+        QCOMPARE(method->currentText(), QString("full"));
+        QVERIFY(!method->hasFocus());
+        auto wheel_down = [](QWidget* target) {
+            const QPointF pos = target->rect().center();
+            QWheelEvent e(pos, target->mapToGlobal(pos), QPoint(), QPoint(0, -120), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+            QApplication::sendEvent(target, &e);
+        };
+        wheel_down(method);
+        QCOMPARE(method->currentText(), QString("full"));
+        QCOMPARE(c.scenario().setup.method, Method::Full);
+        QVERIFY2(bar->value() > top, qPrintable(QString("scroll bar %1 -> %2").arg(top).arg(bar->value())));
+        auto* gpus = child<QSpinBox>(w, "gpusSpin");
+        wheel_down(gpus);
+        QCOMPARE(gpus->value(), 1);
+        // Focused (clicked or tabbed into), the wheel is the box's again.
+        w.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        method->setFocus(Qt::TabFocusReason);
+        QTRY_VERIFY(method->hasFocus());
+        wheel_down(method);
+        QCOMPARE(method->currentText(), QString("lora"));
+    }
+
+    // A long invalid model name: the window keeps its width (it grew from 1,440 to
+    // 1,666 px and stayed clipped), and the whole error is still readable.
+    void longInvalidModelNameNeverWidensTheWindow() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        w.resize(1440, 800);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        const int width = w.width();
+        const QString name = "meta-llama/" + QString(240, 'x');
+        child<QComboBox>(w, "modelCombo")->setEditText(name);
+        QVERIFY(!c.valid());
+        QApplication::processEvents();
+        QVERIFY(child<QLabel>(w, "verdictBanner")->text().startsWith("INVALID"));
+        QVERIFY(child<QLabel>(w, "verdictBanner")->toolTip().contains(name));
+        QVERIFY(child<QLabel>(w, "errorLabel")->text().contains(name));
+        QCOMPARE(w.width(), width);
+        QVERIFY2(w.minimumSizeHint().width() <= width, qPrintable(QString::number(w.minimumSizeHint().width())));
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        QVERIFY(c.valid());
+        QApplication::processEvents();
+        QCOMPARE(w.width(), width);
+    }
+
+    // QLoRA chosen after opening a scenario file, or after loading a plan or
+    // advice row, is the CLI's recipe (it kept bf16-mixed and no recompute:
+    // "DOES NOT FIT 36.97 GB" where `fit --method qlora` fits).
+    void qloraAfterOpeningAFileOrLoadingARowIsTheCliRecipe() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("13b-4090.toml");
+        {
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("[model]\npreset = \"llama-2-13b\"\n[hardware]\ngpu = \"rtx-4090\"\ngpus = 1\n");
+        }
+        const nlohmann::json cli = cli_json({"fit", "--scenario", path.toStdString(), "--method", "qlora"});
+        QVERIFY(cli["memory"]["fits"].get<bool>());
+        const QString cli_total = gb(cli["memory"]["total_bytes"].get<double>());
+        {
+            Controller c({TRAINPLAN_SOURCE_DIR});
+            MainWindow w(&c);
+            QString err;
+            QVERIFY2(c.openScenario(path, &err), qPrintable(err));
+            w.showInput();
+            QVERIFY(child<QLabel>(w, "verdictBanner")->text().startsWith("DOES NOT FIT"));
+            child<QComboBox>(w, "methodCombo")->setCurrentText("qlora");
+            QCOMPARE(child<QComboBox>(w, "precisionCombo")->currentText(), QString::fromStdString(cli["training"]["precision"].get<std::string>()));
+            QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), QString("full"));
+            QVERIFY2(child<QLabel>(w, "verdictBanner")->text().startsWith("FITS"), qPrintable(child<QLabel>(w, "verdictBanner")->text()));
+            QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), cli_total);
+        }
+        // A resolved full fine-tune loaded as a row, then QLoRA.
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        QString err;
+        QVERIFY2(c.openScenario(path, &err), qPrintable(err));
+        const Scenario full = c.scenario();
+        Controller c2({TRAINPLAN_SOURCE_DIR});
+        MainWindow w2(&c2);
+        w2.loadScenario(full, "llama-2-13b");
+        QCOMPARE(c2.memory().peak().total, c.memory().peak().total);
+        child<QComboBox>(w2, "methodCombo")->setCurrentText("qlora");
+        QCOMPARE(child<QComboBox>(w2, "recomputeCombo")->currentText(), QString("full"));
+        QCOMPARE(table_value(child<QTableWidget>(w2, "memoryTable"), "total"), cli_total);
+    }
+
+    // A scenario file that parses but does not resolve: the editor shows the
+    // file's values, the error names file:line, and no number of another scenario
+    // is on screen (it opened over the default model's results).
+    void invalidScenarioFileShowsItsLocationAndNoStaleNumbers() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        w.show();
+        QVERIFY(c.valid());
+        const QString path = QString(TRAINPLAN_TEST_DATA) + "/bad/bad-tp.toml";  // tp = 3 on line 9
+        QString err;
+        QVERIFY2(c.openScenario(path, &err), qPrintable(err));
+        w.showInput();
+        QVERIFY(!c.valid());
+        QVERIFY2(child<QLabel>(w, "errorLabel")->text().contains(path + ":9:"), qPrintable(child<QLabel>(w, "errorLabel")->text()));
+        QVERIFY(child<QLabel>(w, "errorLabel")->text().contains("tp = 3 must divide num_heads = 32"));
+        QCOMPARE(child<QComboBox>(w, "modelCombo")->currentText(), QString("llama-2-7b"));
+        QCOMPARE(child<QComboBox>(w, "gpuCombo")->currentText(), QString("a100-sxm-80gb"));
+        QCOMPARE(child<QSpinBox>(w, "gpusSpin")->value(), 6);
+        QCOMPARE(child<QSpinBox>(w, "tpSpin")->value(), 3);
+        QCOMPARE(child<QSpinBox>(w, "layersSpin")->value(), 32);  // Llama-2-7B has 32 layers (Touvron et al. 2023)
+        QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), QString::fromUtf8("\u2014"));
+        QVERIFY(!child<QLabel>(w, "metricsLabel")->text().contains("tokens/s"));
+        // Fixed in the editor: the error no longer points into the file, results return.
+        child<QSpinBox>(w, "tpSpin")->setValue(2);
+        QVERIFY2(c.valid(), qPrintable(c.errors()));
+        QVERIFY(child<QLabel>(w, "metricsLabel")->text().contains("tokens/s"));
+        // tp set in the editor now: its error no longer points at the file's line 9.
+        child<QSpinBox>(w, "tpSpin")->setValue(3);
+        QVERIFY(!c.valid());
+        QVERIFY(child<QLabel>(w, "errorLabel")->text().contains("tp = 3 must divide num_heads = 32"));
+        QVERIFY2(!child<QLabel>(w, "errorLabel")->text().contains(path + ":9:"), qPrintable(child<QLabel>(w, "errorLabel")->text()));
+    }
+
+    // The editor's token budget (1 B by default) is evaluated from the start:
+    // time, GPU-hours and energy show without a rent.
+    void timeAndEnergyShowWithoutARent() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        QCOMPARE(child<QComboBox>(w, "gpuCombo")->currentText(), QString("rtx-4090"));  // the GPU evaluated is the one shown
+        QCOMPARE(child<QDoubleSpinBox>(w, "rentSpin")->value(), 0.0);
+        QCOMPARE(child<QDoubleSpinBox>(w, "tokensSpin")->value(), 1.0);
+        const QString text = child<QLabel>(w, "metricsLabel")->text();
+        QVERIFY2(text.contains("GPU-hours") && text.contains("MWh"), qPrintable(text));
+        // 1e9 tokens at the throughput shown, one GPU: days = 1e9 / (tokens/s) / 86,400.
+        const double tps = c.time().throughput.tokens_per_s;
+        QVERIFY(text.contains(QString("%1 days").arg(1e9 / tps / 86400, 0, 'f', 1)));
+        QVERIFY(text.contains(QString("%1 GPU-hours").arg(1e9 / tps / 3600, 0, 'f', 0)));
+    }
+
+    // LoRA settings only for LoRA / QLoRA, quantization only for QLoRA.
+    void loraFieldsFollowTheMethod() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        auto enabled = [&](const char* name) { return w.findChild<QWidget*>(name)->isEnabled(); };
+        QVERIFY(!enabled("loraRankSpin") && !enabled("loraTargetsCombo") && !enabled("quantCombo") && !enabled("pagedOptimizerCheck"));
+        QVERIFY(enabled("precisionCombo"));
+        child<QComboBox>(w, "methodCombo")->setCurrentText("lora");
+        QVERIFY(enabled("loraRankSpin") && enabled("loraAlphaSpin") && enabled("loraTargetsCombo"));
+        QVERIFY(!enabled("quantCombo") && !enabled("doubleQuantCheck"));
+        child<QComboBox>(w, "methodCombo")->setCurrentText("qlora");
+        QVERIFY(enabled("loraRankSpin") && enabled("quantCombo") && enabled("doubleQuantCheck") && enabled("pagedOptimizerCheck"));
+        child<QComboBox>(w, "methodCombo")->setCurrentText("full");
+        QVERIFY(!enabled("loraDropoutSpin") && !enabled("quantCombo"));
+    }
+
+    // Compare: distinct short titles, and a row that says what differs.
+    void compareTitlesEachColumnAndSaysWhatDiffers() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        w.show();
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
+        child<QSpinBox>(w, "gpusSpin")->setValue(8);
+        QTest::mouseClick(child<QPushButton>(w, "pinButton"), Qt::LeftButton);
+        child<QSpinBox>(w, "zeroSpin")->setValue(3);  // the same model, GPU count and layout: alike titles before
+        QTest::mouseClick(child<QPushButton>(w, "pinButton"), Qt::LeftButton);
+        auto* t = child<QTableWidget>(w, "compareTable");
+        QCOMPARE(t->columnCount(), 2);
+        QCOMPARE(t->horizontalHeaderItem(0)->text(), QString("#1"));
+        QCOMPARE(t->horizontalHeaderItem(1)->text(), QString("#2"));
+        const int diff = row_of(t, "differs from #1");
+        QVERIFY(diff >= 0);
+        QCOMPARE(t->item(diff, 0)->text(), QString("(reference)"));
+        QVERIFY2(t->item(diff, 1)->text().contains("zero: 0 -> 3"), qPrintable(t->item(diff, 1)->text()));
+        // Two nodes against one: the fabric between nodes appears ("none" before: one node has none).
+        child<QSpinBox>(w, "gpusSpin")->setValue(16);
+        QTest::mouseClick(child<QPushButton>(w, "pinButton"), Qt::LeftButton);
+        QCOMPARE(t->columnCount(), 3);
+        QVERIFY2(t->item(diff, 2)->text().contains("gpus: 8 -> 16"), qPrintable(t->item(diff, 2)->text()));
+        QVERIFY2(t->item(diff, 2)->text().contains("inter_node: none -> "), qPrintable(t->item(diff, 2)->text()));
+        // Titles fit their columns: none is wider than its section.
+        for (int j = 0; j < 3; ++j)
+            QVERIFY(t->horizontalHeader()->fontMetrics().horizontalAdvance(t->horizontalHeaderItem(j)->text()) < t->horizontalHeader()->sectionSize(j));
+    }
+
+    // Sweeps: integer axes get integer ticks (a base-2 axis labelled "%.0f"), and
+    // out-of-memory points are a series of their own, above the capacity.
+    void sweepMarksOutOfMemoryPointsOnAnIntegerAxis() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        w.show();
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-13b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
+        child<QSpinBox>(w, "gpusSpin")->setValue(8);
+        child<QSpinBox>(w, "zeroSpin")->setValue(1);
+        child<QSpinBox>(w, "tpSpin")->setValue(2);
+        child<QCheckBox>(w, "sequenceParallelCheck")->setChecked(true);
+        child<QComboBox>(w, "recomputeCombo")->setCurrentText("selective");
+        child<QSpinBox>(w, "seqLenSpin")->setValue(4096);
+        child<QSpinBox>(w, "globalBatchSpin")->setValue(64);
+        QVERIFY2(c.valid(), qPrintable(c.errors()));
+        show_tab(w, "sweepsTab");
+        auto* view = child<QChartView>(w, "sweepMemoryChart");
+        auto* axis = qobject_cast<QLogValueAxis*>(view->chart()->axes(Qt::Horizontal).front());
+        QVERIFY(axis);
+        QCOMPARE(axis->base(), 2.0);
+        QCOMPARE(axis->labelFormat(), QString("%.0f"));
+        const double capacity = c.memory().peak().capacity / units::GB;
+        auto* fits = series_named(view, "fits");
+        auto* oom = series_named(view, kOutOfMemoryName);
+        QVERIFY(fits && oom);
+        QVERIFY(fits->count() > 0 && oom->count() > 0);  // micro-batch 1 fits 80 GB, 64 does not
+        for (const QPointF& p : fits->points()) QVERIFY(p.y() <= capacity);
+        for (const QPointF& p : oom->points()) QVERIFY(p.y() > capacity);
+        // The throughput chart marks the same points.
+        auto* tps_oom = series_named(child<QChartView>(w, "sweepThroughputChart"), kOutOfMemoryName);
+        QVERIFY(tps_oom);
+        QCOMPARE(tps_oom->count(), oom->count());
+        QVERIFY(series_named(view, kBandName));
+    }
+
+    // Issue 13: the error bars are simulate's P10-P90 for the same scenario.
+    void errorBarsAreSimulatesBands() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
+        child<QSpinBox>(w, "gpusSpin")->setValue(8);
+        QVERIFY2(c.valid(), qPrintable(c.errors()));
+        auto words = command_words(c.commandLine());
+        words[0] = "simulate";
+        const nlohmann::json sim = cli_json(words);
+        QVERIFY(sim["memory"].contains("total_bytes_p10"));
+        const auto [lo, hi] = series_y_range(child<QChartView>(w, "memoryChart"), kBandName);
+        QVERIFY(qAbs(lo - sim["memory"]["total_bytes_p10"].get<double>() / units::GB) < 1e-9 * lo);
+        QVERIFY(qAbs(hi - sim["memory"]["total_bytes_p90"].get<double>() / units::GB) < 1e-9 * hi);
+        const QString text = child<QLabel>(w, "metricsLabel")->text();
+        QVERIFY2(text.contains(QString("(P10-P90 %1-%2)")
+                                   .arg(sim["throughput"]["tokens_per_s_p10"].get<double>(), 0, 'f', 0)
+                                   .arg(sim["throughput"]["tokens_per_s_p90"].get<double>(), 0, 'f', 0)),
+                 qPrintable(text));
+        QVERIFY(child<QLabel>(w, "verdictBanner")->text().contains(
+            QString("(P10-P90 %1-%2)").arg(gb(sim["memory"]["total_bytes_p10"].get<double>()), gb(sim["memory"]["total_bytes_p90"].get<double>()))));
+    }
+
+    // Issue 13: a calibration profile is loaded, says what it changes, gives the
+    // CLI's --calibration numbers (and its command line), and is cleared.
+    void calibrationProfileLoadsShowsAndClears() {
+        QTemporaryDir dir;
+        const QString profile = dir.filePath("profile.toml");
+        {
+            QFile f(profile);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("[calibration]\ngemm = 0.9\n[calibration.residuals]\ntime_log_sd = 0.05\ntime_dof = 10\n");
+        }
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
+        child<QSpinBox>(w, "gpusSpin")->setValue(8);
+        QVERIFY(!child<QPushButton>(w, "clearCalibrationButton")->isEnabled());
+        const double plain = c.time().throughput.tokens_per_s;
+        QString err;
+        QVERIFY2(c.loadCalibration(profile, &err), qPrintable(err));
+        const QString label = child<QLabel>(w, "calibrationLabel")->text();
+        QVERIFY2(label.contains("profile.toml") && label.contains("GEMM x0.900"), qPrintable(label));
+        QVERIFY(!label.contains("HBM"));  // only what the profile changes
+        QVERIFY(child<QPushButton>(w, "clearCalibrationButton")->isEnabled());
+        const double calibrated = c.time().throughput.tokens_per_s;
+        QVERIFY(calibrated < plain);  // 90 % of the GEMM efficiency: slower
+        // The copied command line carries the profile, and the CLI reads it to the same numbers.
+        const QString line = c.commandLine();
+        QVERIFY2(line.contains("--calibration " + profile), qPrintable(line));
+        auto words = command_words(line);
+        words[0] = "simulate";
+        const nlohmann::json sim = cli_json(words);
+        QVERIFY(qAbs(sim["throughput"]["tokens_per_s"].get<double>() - calibrated) < 1e-9 * calibrated);
+        // The band is the profile's: exp(1.2816 x 0.05) = 1.0662 on the step time.
+        QVERIFY(qAbs(sim["time"]["step_s_p90"].get<double>() / sim["time"]["step_s"].get<double>() - 1.0662) < 1e-4);
+        QVERIFY(child<QLabel>(w, "metricsLabel")->text().contains(
+            QString("(P10-P90 %1-").arg(sim["throughput"]["tokens_per_s_p10"].get<double>(), 0, 'f', 0)));
+        QTest::mouseClick(child<QPushButton>(w, "clearCalibrationButton"), Qt::LeftButton);
+        QVERIFY(child<QLabel>(w, "calibrationLabel")->text().startsWith("None"));
+        QCOMPARE(c.time().throughput.tokens_per_s, plain);
+        QVERIFY(!c.commandLine().contains("--calibration"));
+        // A profile with a bad value is refused with its file and line.
+        const QString bad = QString(TRAINPLAN_TEST_DATA) + "/runs/profile_bad.toml";
+        QVERIFY(!c.loadCalibration(bad, &err));
+        QVERIFY2(err.contains(bad + ":3"), qPrintable(err));
+    }
+
+    // Each advice row, applied to the editor, shows the figures the row showed
+    // ("2x the GPUs" past one node read 40,861 tokens/s and loaded as 40,680:
+    // it was timed without the fabric between nodes).
+    void adviceRowsLoadToTheFiguresTheyShow() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        QString err;
+        QVERIFY2(c.openScenario(QString(TRAINPLAN_TEST_DATA) + "/scenarios/gui-demo.toml", &err), qPrintable(err));
+        w.showInput();
+        QVERIFY(c.valid());
+        const ScenarioInput base = c.input();
+        show_tab(w, "adviceTab");
+        auto* table = child<QTableWidget>(w, "adviceTable");
+        const int rows = table->rowCount();
+        QVERIFY(rows >= 3);
+        bool grew = false;
+        for (int r = 0; r < rows; ++r) {
+            c.setInput(base);
+            w.showInput();
+            QCOMPARE(table->rowCount(), rows);
+            const QString title = table->item(r, 0)->text();
+            const QString tokens = table->item(r, 1)->text().section(' ', 0, 0);
+            const QString memory = table->item(r, 2)->text();
+            table->selectRow(r);
+            QTest::mouseClick(child<QPushButton>(w, "applyAdviceButton"), Qt::LeftButton);
+            QVERIFY2(c.valid(), qPrintable(title + ": " + c.errors()));
+            QVERIFY2(QString::number(c.time().throughput.tokens_per_s, 'f', 0) == tokens,
+                     qPrintable(QString("%1: row %2 tokens/s, loaded %3").arg(title, tokens).arg(c.time().throughput.tokens_per_s, 0, 'f', 0)));
+            QCOMPARE(gb(c.memory().peak().total), memory);
+            grew |= c.scenario().cluster.num_gpus > 8;
+        }
+        QVERIFY(grew);  // a row past one node was among them
     }
 
     void everyInputIsReachableByKeyboard() {
