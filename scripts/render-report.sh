@@ -16,5 +16,5 @@ cmake --build build --target trainplan >/dev/null
   --candidates rtx-4090,a100-sxm-40gb,a100-sxm-80gb,h100-sxm -o "$out/sizing.html" || [ $? -eq 1 ]
 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
   --disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --hide-scrollbars \
-  --window-size=1200,1500 --screenshot="$out/sizing.png" "file://$PWD/$out/sizing.html" 2>/dev/null
+  --window-size=1200,2600 --screenshot="$out/sizing.png" "file://$PWD/$out/sizing.html" 2>/dev/null
 echo "screenshot: $out/sizing.png"
