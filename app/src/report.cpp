@@ -123,7 +123,7 @@ std::string prices_line(const SizingReport& r) {
     for (const auto& o : r.options) {
         if (!p.empty()) p += "; ";
         p += o.gpu_name + ": rent " + (o.rent_usd_per_gpu_hour > 0 ? fmt::format("${:g}/GPU-hour", o.rent_usd_per_gpu_hour) : std::string("not given")) +
-             ", price " + (o.price_usd_per_gpu > 0 ? usd(o.price_usd_per_gpu) + " per GPU" : std::string("not known"));
+             ", price " + (o.price_usd_per_gpu > 0 ? fmt::format("${:.0f} per GPU", o.price_usd_per_gpu) : std::string("not known"));
     }
     return p;
 }
