@@ -408,3 +408,29 @@ TEST_CASE("plan and advise carry the P10-P90 band simulate computes for the same
     CHECK(mg.code == 0);
     CHECK(mg.out.find("P10-P90 from the validation residuals") != std::string::npos);
 }
+
+TEST_CASE("goal file: confidence and cost_basis keys follow the same rules as their flags", "[size][issue12][bad-input]") {
+    const fs::path dir = fs::temp_directory_path() / ("trainplan-goal-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const fs::path bad = dir / "bad.toml";
+    std::ofstream(bad) << "[model]\npreset = \"llama-3-8b\"\n[goal]\ntokens = 1e12\ndeadline_days = 30\nconfidence = 0.3\ncost_basis = \"cheap\"\n";
+    auto r = tp_test::cli({"size", "--goal", bad.string()});
+    CHECK(r.code == 2);
+    CHECK(r.err.find(bad.string() + ":6:14: error: confidence = 0.3 must be at least 0.5") != std::string::npos);
+    CHECK(r.err.find(bad.string() + ":7:14: error: cost_basis = \"cheap\" is not one of: outlay, amortized") != std::string::npos);
+    // The same goal as flags and as a file: the same answer.
+    const fs::path good = dir / "good.toml";
+    std::ofstream(good) << "[model]\npreset = \"llama-3-8b\"\n[training]\nseq_len = 8192\nglobal_batch = 512\n[goal]\ntokens = 1e12\n"
+                           "deadline_days = 30\nconfidence = 0.5\ncost_basis = \"amortized\"\ncandidates = [\"h100-sxm\"]\n"
+                           "[rent]\nh100-sxm = 2.5\n[price]\nh100-sxm = 25000\n";
+    const json f = size_json_args({"size", "--goal", good.string()});
+    const json g = size_json_args({"size", "llama-3-8b", "--seq-len", "8192", "--global-batch", "512", "--tokens", "1e12", "--deadline-days", "30",
+                                   "--confidence", "0.5", "--cost-basis", "amortized", "--candidates", "h100-sxm", "--rent", "h100-sxm=2.5",
+                                   "--price", "h100-sxm=25000"});
+    CHECK(f["goal"]["confidence"] == 0.5);
+    CHECK(f["goal"]["cost_basis"] == "amortized");
+    CHECK(f["recommended_mode"] == g["recommended_mode"]);
+    CHECK(f["candidates"][0]["gpus"] == g["candidates"][0]["gpus"]);
+    CHECK(f["candidates"][0]["cost_usd"].get<double>() == Approx(g["candidates"][0]["cost_usd"].get<double>()));
+    fs::remove_all(dir);
+}
