@@ -359,7 +359,7 @@ std::vector<OptionField> make_options() {
     return {
         {"tokens", "--tokens", number(1, 1e18), "Tokens to train (e.g. 1e12)"},
         {"deadline_days", "--deadline-days", number(0.001, 36500), "Deadline in days"},
-        {"budget_usd", "--budget", number(0, 1e13), "Budget in USD (rent, or purchase + energy)"},
+        {"budget_usd", "--budget", number(0, 1e13), "Budget in USD for the job, on the cost basis (rent, or purchase + energy; amortized purchase + energy with --cost-basis amortized)"},
         {"max_gpus", "--max-gpus", integer(1, kMaxGpus), "Largest GPU count to consider"},
         {"electricity_usd_per_kwh", "--electricity", number(0, 100), "Electricity in $ per kWh (default 0.12)"},
         {"pue", "--pue", number(1, 5), "Facility power usage effectiveness (default 1.2)"},

@@ -321,8 +321,11 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
     rep.assumptions.push_back("Electricity $" + detail::fixed(base.run.electricity_usd_per_kwh, 2) + "/kWh at PUE " + detail::fixed(base.run.pue, 2) +
                               "; purchases amortized over " + detail::fixed(base.run.amortization_years, 1) +
                               " years; purchase = GPU price only (servers, network, storage and staff are not priced); rent includes power.");
-    rep.assumptions.push_back("Software stack: the model's efficiency factors (data/defaults.toml and the GPU presets) for a tuned "
-                              "Megatron/DeepSpeed-class stack; a less tuned stack runs slower.");
+    rep.assumptions.push_back(std::string("Software stack: ") + to_string(base.setup.framework) + " memory conventions, " +
+                              (base.setup.flash_attention ? std::string(to_string(base.setup.attention_kernel)) + " attention"
+                                                          : std::string("eager attention")) +
+                              ", " + to_string(base.setup.precision) + "; matmul and bandwidth efficiencies from data/defaults.toml and the GPU "
+                              "presets, as measured on tuned Megatron/DeepSpeed-class stacks: a less tuned stack runs slower than shown.");
     for (const auto& o : rep.options) {
         if (!o.meets) continue;
         const std::string who = o.gpu_name + ": ";
