@@ -434,3 +434,15 @@ TEST_CASE("goal file: confidence and cost_basis keys follow the same rules as th
     CHECK(f["candidates"][0]["cost_usd"].get<double>() == Approx(g["candidates"][0]["cost_usd"].get<double>()));
     fs::remove_all(dir);
 }
+
+TEST_CASE("size: Llama-3.1-405B stopped by the default --max-gpus cap says so", "[size][issue12]") {
+    // 1e13 tokens x 6 x 405e9 parameters = 2.43e25 FLOP; 16384 H100 x 989 TFLOP/s (dense bf16)
+    // x 50 % MFU = 8.1e18 FLOP/s -> 3.0e6 s = 35 days > 30 even at a generous MFU, so the
+    // default cap of 16384 GPUs (not the batch) is what stops it; before, the report said
+    // 'more GPUs stop helping'.
+    const json rep = size_json_args({"size", "llama-3.1-405b", "--tokens", "1e13", "--deadline-days", "30", "--candidates", "h100-sxm"});
+    const std::string why = rep["candidates"][0]["why_not"];
+    CHECK(why.find("within the --max-gpus cap of 16384 GPUs") != std::string::npos);
+    CHECK(why.find("raise --max-gpus") != std::string::npos);
+    CHECK(why.find("stop helping") == std::string::npos);
+}
