@@ -1,6 +1,8 @@
 #include "trainplan/sizing.hpp"
 
 #include "trainplan/diagnosis.hpp"
+#include "trainplan/memory.hpp"
+#include "trainplan/time.hpp"
 #include "trainplan/moves.hpp"
 #include "trainplan/units.hpp"
 
@@ -105,21 +107,25 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
             s.run.tokens_to_train = goal.tokens;
             s.run.rent_usd_per_gpu_hour = opt.rent_usd_per_gpu_hour;
             s.run.purchase_usd_per_gpu = opt.price_usd_per_gpu;
-            const PlanResult r = plan_layouts(s, SearchSpace{}, 64, RankBy::Throughput, threads, global_batch);
-            if (r.top.empty()) continue;
             const RatioBand tband = bands ? bands->band(BandKind::StepTime, s) : RatioBand{1, 1, 0, ""};
             const RatioBand mband = bands ? bands->band(BandKind::Memory, s) : RatioBand{1, 1, 0, ""};
-            const double tf = band_factor(tband, goal.confidence), mf = band_factor(mband, goal.confidence);
-            // The fastest layout whose memory fits at the pessimistic end of the band.
-            const PlanCandidate* pick = nullptr;
-            for (const auto& c : r.top)
-                if (c.memory.total * std::max(1.0, mf) <= c.memory.capacity) { pick = &c; break; }
-            if (!pick) {
-                if (!no_margin_at) no_margin_at = n;
+            const double tf = band_factor(tband, goal.confidence), mf = std::max(1.0, band_factor(mband, goal.confidence));
+            // The fastest layout whose memory fits at the pessimistic end of the band:
+            // searched against the capacity divided by that factor, so the search itself
+            // trades micro-batch / recompute / ZeRO for the margin.
+            Scenario searched = s;
+            searched.cluster.gpu.capacity_bytes = s.cluster.gpu.capacity_bytes / mf;
+            PlanResult r = plan_layouts(searched, SearchSpace{}, 1, RankBy::Throughput, threads, global_batch);
+            if (r.top.empty()) {
+                if (mf > 1 && !no_margin_at && !plan_layouts(s, SearchSpace{}, 1, RankBy::Throughput, threads, global_batch).top.empty()) no_margin_at = n;
                 continue;
             }
             largest_fit = n;
-            const PlanCandidate& c = *pick;
+            // Re-evaluated on the real GPU, as simulate will see it.
+            PlanCandidate c = r.top.front();
+            c.scenario.cluster.gpu.capacity_bytes = s.cluster.gpu.capacity_bytes;
+            c.memory = estimate_memory(c.scenario).peak();
+            c.time = estimate_time(c.scenario);
             const double t = goal.tokens / c.time.throughput.tokens_per_s;
             const double t_margin = t * std::max(1.0, tf);
             if (best_point_time == 0 || t < best_point_time) { best_point_time = t; best_point_gpus = n; }
@@ -136,9 +142,10 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
             p.train_time_s = t;
             p.train_time_p90_s = t * tband.p90;
             p.rent_usd = opt.rent_usd_per_gpu_hour * gpu_h;
-            const double purchase = opt.price_usd_per_gpu * n;
+            // Buying is offered only for a run that ends within the hardware's amortization period.
+            const double purchase = amort_h > 0 && t / 3600.0 <= amort_h ? opt.price_usd_per_gpu * n : 0;
             p.buy_outlay_usd = purchase > 0 ? purchase + energy_usd : 0;
-            p.buy_amortized_usd = purchase > 0 && amort_h > 0 ? purchase * (t / 3600.0) / amort_h + energy_usd : 0;
+            p.buy_amortized_usd = purchase > 0 ? purchase * (t / 3600.0) / amort_h + energy_usd : 0;
             points.push_back(p);
             const Pick how = cheaper(goal.cost_basis, p.rent_usd, p.buy_outlay_usd, p.buy_amortized_usd);
             const bool in_time = deadline && t_margin <= goal.deadline_s;
@@ -181,9 +188,9 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
             opt.rent_cost_p90_usd = p.rent_usd * tband.p90;
             opt.purchase_usd = purchase;
             opt.buy_outlay_usd = p.buy_outlay_usd;
-            opt.amortized_usd = purchase > 0 && amort_h > 0 ? purchase * (t / 3600.0) / amort_h : 0;
+            opt.amortized_usd = purchase > 0 ? purchase * (t / 3600.0) / amort_h : 0;
             opt.buy_amortized_usd = p.buy_amortized_usd;
-            if (opt.rent_usd_per_gpu_hour > 0 && opt.price_usd_per_gpu > 0 && amort_h > 0) {
+            if (opt.rent_usd_per_gpu_hour > 0 && purchase > 0) {
                 const double energy_per_gpu_h = gpu_h > 0 ? energy_usd / gpu_h : 0;
                 const double saved = opt.rent_usd_per_gpu_hour - energy_per_gpu_h;
                 opt.break_even_utilization = saved > 0 ? opt.price_usd_per_gpu / amort_h / saved : std::numeric_limits<double>::infinity();
@@ -191,7 +198,7 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
             opt.mode = how.mode;
             opt.cost_usd = how.cost;
             opt.headroom_bytes = c.memory.headroom();
-            opt.memory_margin_bytes = c.memory.total * std::max(0.0, mf - 1);
+            opt.memory_margin_bytes = c.memory.total * (mf - 1);
             opt.bound = to_string(classify(c.scenario, c.memory, c.time.time));
             BillOfMaterials& b = opt.bom;
             b.nodes = opt.nodes;
@@ -255,8 +262,8 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
                                                                    : "the job's amortized cost (rent vs the purchase share for the run + energy)";
     std::ostringstream w;
     if (!deadline) {
-        w << "No deadline given, so there is no single pick: each candidate's time/cost frontier is listed below (fewer GPUs cost "
-             "less to rent but take longer). ";
+        w << "No deadline given, so there is no single pick: each candidate's time/cost frontier is listed below (every GPU count "
+             "that no other count beats on both time and cost; the table row is the cheapest point). ";
         const SizingOption* fastest = nullptr;
         for (const auto& o : rep.options)
             if (!o.frontier.empty() && (!fastest || o.frontier.back().train_time_s < fastest->frontier.back().train_time_s)) fastest = &o;
@@ -320,7 +327,8 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
         rep.assumptions.push_back("No margin: point estimates (--confidence 0.5); the accuracy band is shown beside each time.");
     rep.assumptions.push_back("Electricity $" + detail::fixed(base.run.electricity_usd_per_kwh, 2) + "/kWh at PUE " + detail::fixed(base.run.pue, 2) +
                               "; purchases amortized over " + detail::fixed(base.run.amortization_years, 1) +
-                              " years; purchase = GPU price only (servers, network, storage and staff are not priced); rent includes power.");
+                              " years; purchase = GPU price only (servers, network, storage and staff are not priced), offered only for runs that end "
+                              "within that period; rent includes power.");
     rep.assumptions.push_back(std::string("Software stack: ") + to_string(base.setup.framework) + " memory conventions, " +
                               (base.setup.flash_attention ? std::string(to_string(base.setup.attention_kernel)) + " attention"
                                                           : std::string("eager attention")) +
