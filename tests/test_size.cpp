@@ -454,3 +454,25 @@ TEST_CASE("size: Llama-3.1-405B stopped by the default --max-gpus cap says so", 
     CHECK(why.find("raise --max-gpus") != std::string::npos);
     CHECK(why.find("stop helping") == std::string::npos);
 }
+
+TEST_CASE("size HTML: full-width charts, the deadline label clear of the bars, rent and buy on one scale, print rules", "[size][issue12][files]") {
+    auto args = kGoal;
+    args.insert(args.end(), {"--format", "html"});
+    const auto r = tp_test::cli(args);
+    REQUIRE((r.code == 0 || r.code == 1));
+    const std::string& h = r.out;
+    // Charts scale to the column (before: a fixed 720-px SVG in half the page).
+    CHECK(h.find("<svg role=\"img\" aria-label=\"Time to train") != std::string::npos);
+    CHECK(h.find("width=\"720\"") == std::string::npos);
+    CHECK(h.find("width=\"100%\" viewBox=\"0 0 1000") != std::string::npos);
+    // The deadline's label sits in its own row above the first bar (bars start at y = 34 + 3).
+    CHECK(h.find("y=\"16\" text-anchor=\"middle\" class=\"val mk\">deadline 30.0 days</text>") != std::string::npos);
+    // Rent and buy of the same GPU side by side in one chart (before: purchase + energy only).
+    CHECK(h.find(">NVIDIA H100 SXM5 80GB - rent</text>") != std::string::npos);
+    CHECK(h.find(">NVIDIA H100 SXM5 80GB - buy</text>") != std::string::npos);
+    // A chart title never ends a printed page without its chart.
+    CHECK(h.find("figure { margin: 1.5em 0; width: 100%; break-inside: avoid;") != std::string::npos);
+    CHECK(h.find("figcaption { font-weight: 600; margin-bottom: .3em; break-after: avoid;") != std::string::npos);
+    for (const char* s : {"<h2>Bill of materials</h2>", "<h2>Assumptions</h2>", "<h2>Risks</h2>", "<b>Date:</b>", "<h2>Time/cost frontier</h2>"})
+        CHECK(h.find(s) != std::string::npos);
+}
