@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "commands.hpp"
@@ -81,8 +82,25 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
         check_priced_ids(goal.rent_usd_per_gpu_hour, o.goal_file, "rent", presets, errs);
         check_priced_ids(goal.price_usd_per_gpu, o.goal_file, "price", presets, errs);
     }
-    parse_priced(o.rent, "rent", presets, goal.rent_usd_per_gpu_hour, errs);
-    parse_priced(o.price, "price", presets, goal.price_usd_per_gpu, errs);
+    // A bare amount (as simulate and plan take it) prices the one candidate; with
+    // several candidates it is ambiguous, so GPU=USD is asked for.
+    auto bare = [&](const std::vector<std::string>& items, const char* key) {
+        std::vector<std::string> out;
+        for (const auto& it : items) {
+            char* end = nullptr;
+            const bool number = !it.empty() && (std::strtod(it.c_str(), &end), end && *end == '\0');
+            if (it.find('=') != std::string::npos || !number) out.push_back(it);  // parse_priced names what is wrong
+            else if (candidates.size() == 1) out.push_back(candidates.front() + "=" + it);
+            else
+                errs.push_back({"", 0, 0, option_field(key).flag,
+                                fmt::format("{} = \"{}\": a bare amount needs exactly one candidate (--candidates GPU); with {}, write GPU=USD "
+                                            "(e.g. h100-sxm={})",
+                                            option_field(key).flag, it, candidates.empty() ? "every priced preset" : "several", it)});
+        }
+        return out;
+    };
+    parse_priced(bare(o.rent, "rent"), "rent", presets, goal.rent_usd_per_gpu_hour, errs);
+    parse_priced(bare(o.price, "price"), "price", presets, goal.price_usd_per_gpu, errs);
     if (goal.tokens <= 0) errs.push_back({"", 0, 0, "--tokens", "size needs --tokens (the token budget to train) or a goal file"});
     std::string format = o.format;
     if (format.empty()) {

@@ -476,3 +476,14 @@ TEST_CASE("size HTML: full-width charts, the deadline label clear of the bars, r
     for (const char* s : {"<h2>Bill of materials</h2>", "<h2>Assumptions</h2>", "<h2>Risks</h2>", "<b>Date:</b>", "<h2>Time/cost frontier</h2>"})
         CHECK(h.find(s) != std::string::npos);
 }
+
+TEST_CASE("size --rent takes the bare amount simulate and plan take when there is one candidate", "[size][issue12][bad-input]") {
+    // Before: --rent 2.5 worked in simulate / plan and was an error in size (two syntaxes).
+    const json a = size_json_args({"size", "llama-2-7b", "--tokens", "1e9", "--deadline-days", "5", "--candidates", "h100-sxm", "--rent", "2.5"});
+    const json b = size_json_args({"size", "llama-2-7b", "--tokens", "1e9", "--deadline-days", "5", "--candidates", "h100-sxm", "--rent", "h100-sxm=2.5"});
+    CHECK(a["candidates"][0]["rent_usd_per_gpu_hour"] == 2.5);
+    CHECK(a["candidates"][0]["rent_cost_usd"].get<double>() == Approx(b["candidates"][0]["rent_cost_usd"].get<double>()));
+    const auto r = tp_test::cli({"size", "llama-2-7b", "--tokens", "1e9", "--candidates", "h100-sxm,a100-sxm-80gb", "--rent", "2.5"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("a bare amount needs exactly one candidate") != std::string::npos);
+}
