@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "helpers.hpp"
+#include "trainplan/sizing.hpp"
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -486,4 +487,21 @@ TEST_CASE("size --rent takes the bare amount simulate and plan take when there i
     const auto r = tp_test::cli({"size", "llama-2-7b", "--tokens", "1e9", "--candidates", "h100-sxm,a100-sxm-80gb", "--rent", "2.5"});
     CHECK(r.code == 2);
     CHECK(r.err.find("a bare amount needs exactly one candidate") != std::string::npos);
+}
+
+TEST_CASE("size without an accuracy band (the GUI's call) says it uses point estimates", "[size][issue12]") {
+    trainplan::ScenarioInput in;
+    in.model = "llama-2-7b";
+    in.gpu = "h100-sxm";
+    auto s = trainplan::resolve_scenario(in, tp_test::presets());
+    REQUIRE(s);
+    trainplan::SizingGoal goal;
+    goal.tokens = 1e9;
+    goal.deadline_s = 5 * 86400;
+    goal.max_gpus = 8;
+    const auto rep = trainplan::size_hardware(*s, 512, std::vector<trainplan::ClusterSpec>{s->cluster}, goal, 1);
+    CHECK(rep.goal.confidence == 0.5);  // the default 0.9 cannot be honoured without a band
+    bool said = false;
+    for (const auto& a : rep.assumptions) said |= a.find("no accuracy band was available") != std::string::npos;
+    CHECK(said);
 }

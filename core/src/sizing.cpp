@@ -76,6 +76,7 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
                            const SizingGoal& goal, unsigned threads, const IntervalTable* bands) {
     SizingReport rep;
     rep.goal = goal;
+    if (!bands) rep.goal.confidence = 0.5;  // no accuracy band to take a margin from: point estimates, and the report says so
     rep.base = base;
     rep.global_batch = global_batch;
     const bool deadline = goal.deadline_s > 0;
@@ -109,7 +110,7 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
             s.run.purchase_usd_per_gpu = opt.price_usd_per_gpu;
             const RatioBand tband = bands ? bands->band(BandKind::StepTime, s) : RatioBand{1, 1, 0, ""};
             const RatioBand mband = bands ? bands->band(BandKind::Memory, s) : RatioBand{1, 1, 0, ""};
-            const double tf = band_factor(tband, goal.confidence), mf = std::max(1.0, band_factor(mband, goal.confidence));
+            const double tf = band_factor(tband, rep.goal.confidence), mf = std::max(1.0, band_factor(mband, rep.goal.confidence));
             // The fastest layout whose memory fits at the pessimistic end of the band:
             // searched against the capacity divided by that factor, so the search itself
             // trades micro-batch / recompute / ZeRO for the margin.
@@ -230,12 +231,12 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
             if (!over_budget.empty()) {
                 opt.why_not = over_budget;
             } else if (largest_fit == 0) {
-                opt.why_not = no_margin_at ? "fits in memory only without the margin (" + detail::fixed(100 * (goal.confidence), 0) +
+                opt.why_not = no_margin_at ? "fits in memory only without the margin (" + detail::fixed(100 * rep.goal.confidence, 0) +
                                                  " % confidence) at every count up to " + gpus_text(goal.max_gpus)
                                            : "no layout fits in memory with up to " + gpus_text(goal.max_gpus);
             } else if (deadline && best_point_time <= goal.deadline_s) {
                 opt.why_not = "meets the deadline only at the point estimate (" + days(best_point_time) + " with " + gpus_text(best_point_gpus) +
-                              "); at the " + detail::fixed(100 * goal.confidence, 0) + " % end of the accuracy band it takes " + days(best_time) +
+                              "); at the " + detail::fixed(100 * rep.goal.confidence, 0) + " % end of the accuracy band it takes " + days(best_time) +
                               " (--confidence 0.5 accepts the point estimate" +
                               (best_time_gpus == largest_tried ? "; or raise the --max-gpus cap of " + gpus_text(goal.max_gpus) + ": still falling there)"
                                                                : std::string(")"));
@@ -279,7 +280,7 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
         w << "Give --deadline-days for a recommendation.";
     } else if (rep.recommended < 0) {
         w << "No candidate meets the goal of " << detail::fixed(goal.tokens / 1e9, 0) << " B tokens in " << days(goal.deadline_s)
-          << (goal.confidence > 0.5 ? " at " + detail::fixed(100 * goal.confidence, 0) + " % confidence" : std::string())
+          << (rep.goal.confidence > 0.5 ? " at " + detail::fixed(100 * rep.goal.confidence, 0) + " % confidence" : std::string())
           << ". Relax the deadline, allow more GPUs, or train fewer tokens; the table says how close each candidate gets.";
     } else {
         const SizingOption& o = rep.options[static_cast<size_t>(rep.recommended)];
@@ -319,12 +320,13 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
 
     // Assumptions and risks a buyer adds.
     rep.assumptions.push_back(std::string("Costs compared on ") + basis + ".");
-    if (goal.confidence > 0.5)
-        rep.assumptions.push_back("Margins: the deadline is met, and memory fits, at the " + detail::fixed(100 * goal.confidence, 0) +
+    if (rep.goal.confidence > 0.5)
+        rep.assumptions.push_back("Margins: the deadline is met, and memory fits, at the " + detail::fixed(100 * rep.goal.confidence, 0) +
                                   " % end of the model's accuracy band (measured / predicted over the validation cases of the same GPU "
                                   "generation and scale; --confidence 0.5 uses the point estimate).");
     else
-        rep.assumptions.push_back("No margin: point estimates (--confidence 0.5); the accuracy band is shown beside each time.");
+        rep.assumptions.push_back(bands ? "No margin: point estimates (--confidence 0.5); the accuracy band is shown beside each time."
+                                        : "No margin: point estimates (no accuracy band was available to this report).");
     rep.assumptions.push_back("Electricity $" + detail::fixed(base.run.electricity_usd_per_kwh, 2) + "/kWh at PUE " + detail::fixed(base.run.pue, 2) +
                               "; purchases amortized over " + detail::fixed(base.run.amortization_years, 1) +
                               " years; purchase = GPU price only (servers, network, storage and staff are not priced), offered only for runs that end "
