@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "trainplan/app/format.hpp"
 #include "trainplan/advisor.hpp"
+#include "trainplan/intervals.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan::cli {
@@ -56,6 +57,13 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
     if (!invalid.empty()) return report_error(Error(invalid), err);
     const AdviceReport rep = advise(*sc, obs, ctx, o.max_remedies);
     const Diagnosis& d = rep.diagnosis;
+    // Prediction intervals (issue 13): the step-time band of this scenario's regime.
+    std::optional<RatioBand> band;
+    if (auto table = packaged_residuals(presets); table && !table->entries.empty()) {
+        RatioBand b = table->band(BandKind::StepTime, *sc);
+        if (b.n > 0) band = b;
+    }
+    if (auto cb = calibrated_band(sc->calibration, BandKind::StepTime)) band = cb;
     if (o.sim.json) {
         nlohmann::json rem = nlohmann::json::array();
         for (const auto& a : rep.remedies) {
@@ -80,6 +88,15 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
         j["throughput"] = {{"tokens_per_s", rep.time.throughput.tokens_per_s}, {"observed_tokens_per_s", rep.observed_tokens_per_s},
                            {"mfu", rep.time.throughput.mfu}};
         j["time"] = {{"step_s", rep.time.time.step_s}};
+        if (band) {
+            j["throughput"]["tokens_per_s_p10"] = rep.time.throughput.tokens_per_s / band->p90;
+            j["throughput"]["tokens_per_s_p90"] = rep.time.throughput.tokens_per_s / band->p10;
+            j["throughput"]["mfu_p10"] = rep.time.throughput.mfu / band->p90;
+            j["throughput"]["mfu_p90"] = rep.time.throughput.mfu / band->p10;
+            j["time"]["step_s_p10"] = rep.time.time.step_s * band->p10;
+            j["time"]["step_s_p90"] = rep.time.time.step_s * band->p90;
+            j["intervals"]["time"] = {{"regime", band->regime}, {"cases", band->n}, {"p10_ratio", band->p10}, {"p90_ratio", band->p90}};
+        }
         j["remedies"] = rem;
         out << j.dump(2) << '\n';
         return 0;
@@ -87,6 +104,10 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
     out << fmt::format("{} on {}\nsetup: {}\n\n", sc->model.name, describe_hardware(*sc), describe_setup(*sc));
     out << fmt::format("DIAGNOSIS: {} -- {}\n", to_string(d.bottleneck), d.headline);
     for (const auto& e : d.evidence) out << "  - " << e << '\n';
+    if (band)
+        out << fmt::format("  - predicted {:.0f} ({:.0f}-{:.0f}) tokens/s, step {:.3f} ({:.3f}-{:.3f}) s: P10-P90 from the validation residuals ({}, {} cases)\n",
+                           rep.time.throughput.tokens_per_s, rep.time.throughput.tokens_per_s / band->p90, rep.time.throughput.tokens_per_s / band->p10,
+                           rep.time.time.step_s, rep.time.time.step_s * band->p10, rep.time.time.step_s * band->p90, band->regime, band->n);
     if (!d.observation_gap.empty()) out << "  " << d.observation_gap << '\n';
     if (rep.remedies.empty()) {
         out << (rep.memory.fits() ? "\nNo remedy among those tried improves on this setup by 2 % or more.\n"
@@ -100,7 +121,7 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
         const std::string effect = a.fixes_memory ? "     fits" : fmt::format("{:>5.2f}x tokens/s", a.speedup);
         out << fmt::format("  {}. {:<52} {}  ({:.0f} tokens/s, {} per GPU{})\n", i++, a.title, effect,
                            a.time.throughput.tokens_per_s, gb(a.memory.total),
-                           a.extra_gpus > 0 ? fmt::format(", +{} GPUs", a.extra_gpus) : a.hardware_change.empty() ? "" : ", new: " + a.hardware_change);
+                           a.extra_gpus > 0 ? fmt::format(", +{} GPU{}", a.extra_gpus, a.extra_gpus == 1 ? "" : "s") : a.hardware_change.empty() ? "" : ", new: " + a.hardware_change);
         for (const auto& c : a.changes) out << "       " << c << '\n';
         out << "       assumes: " << a.assumption << (a.changes_result ? "  [changes what is trained]" : "") << '\n';
     }

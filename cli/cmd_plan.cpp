@@ -2,8 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <optional>
+
 #include "commands.hpp"
 #include "trainplan/app/format.hpp"
+#include "trainplan/intervals.hpp"
 #include "trainplan/search.hpp"
 #include "trainplan/units.hpp"
 
@@ -40,7 +44,22 @@ std::string layout_text(const Scenario& s) {
     return l;
 }
 
-nlohmann::json candidate_json(const PlanCandidate& c) {
+// The P10-P90 step-time band of a candidate (intervals.hpp; issue 13), nullopt without the residual table.
+std::optional<RatioBand> time_band(const std::optional<IntervalTable>& table, const Scenario& s) {
+    if (!table || table->entries.empty()) return std::nullopt;
+    if (auto cb = calibrated_band(s.calibration, BandKind::StepTime)) return cb;
+    RatioBand b = table->band(BandKind::StepTime, s);
+    if (b.n <= 0) return std::nullopt;
+    return b;
+}
+
+// " (lo-hi)" of a value that scales with step time (time, cost) or against it (throughput).
+std::string band_text(const std::optional<RatioBand>& b, double v, bool inverse, const std::function<std::string(double)>& f) {
+    if (!b) return {};
+    return inverse ? fmt::format(" ({}-{})", f(v / b->p90), f(v / b->p10)) : fmt::format(" ({}-{})", f(v * b->p10), f(v * b->p90));
+}
+
+nlohmann::json candidate_json(const PlanCandidate& c, const std::optional<RatioBand>& band = std::nullopt) {
     const TimeBreakdown& t = c.time.time;
     nlohmann::json j = scenario_json(c.scenario);
     j["memory"] = memory_json(c.memory);
@@ -50,6 +69,19 @@ nlohmann::json candidate_json(const PlanCandidate& c) {
                        {"mfu", c.time.throughput.mfu}, {"hfu", c.time.throughput.hfu}};
     j["cost"] = {{"train_time_s", c.time.cost.train_time_s}, {"rent_cost_usd", c.time.cost.rent_cost_usd},
                  {"gpu_hours", c.time.cost.gpu_hours}, {"energy_kwh", c.time.cost.energy_kwh}};
+    if (band) {
+        j["time"]["step_s_p10"] = t.step_s * band->p10;
+        j["time"]["step_s_p90"] = t.step_s * band->p90;
+        j["throughput"]["tokens_per_s_p10"] = c.time.throughput.tokens_per_s / band->p90;
+        j["throughput"]["tokens_per_s_p90"] = c.time.throughput.tokens_per_s / band->p10;
+        j["throughput"]["mfu_p10"] = c.time.throughput.mfu / band->p90;
+        j["throughput"]["mfu_p90"] = c.time.throughput.mfu / band->p10;
+        j["cost"]["train_time_s_p10"] = c.time.cost.train_time_s * band->p10;
+        j["cost"]["train_time_s_p90"] = c.time.cost.train_time_s * band->p90;
+        j["cost"]["rent_cost_usd_p10"] = c.time.cost.rent_cost_usd * band->p10;
+        j["cost"]["rent_cost_usd_p90"] = c.time.cost.rent_cost_usd * band->p90;
+        j["intervals"]["time"] = {{"regime", band->regime}, {"cases", band->n}, {"p10_ratio", band->p10}, {"p90_ratio", band->p90}};
+    }
     return j;
 }
 
@@ -66,6 +98,7 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     const int max_gpus = static_cast<int>(checked_option("max_gpus", o.max_gpus, option_errs).value_or(65536));
     if (!option_errs.empty()) return report_error(Error(option_errs), err);
     const Scenario& s = *sc;
+    const std::optional<IntervalTable> residuals = packaged_residuals(presets);
     if (global_batch == 0) global_batch = s.setup.global_batch();
     RankBy rank = RankBy::Throughput;
     if (o.rank == "cost") {
@@ -113,7 +146,7 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         const int n = min_gpus(base, space, target_tps, max_gpus, &best, o.threads, global_batch);
         if (o.json) {
             nlohmann::json j{{"min_gpus", n}};
-            if (n > 0) j["best"] = candidate_json(best);
+            if (n > 0) j["best"] = candidate_json(best, time_band(residuals, best.scenario));
             out << j.dump(2) << '\n';
         } else if (n > 0) {
             const ClusterSpec& c = best.scenario.cluster;
@@ -130,8 +163,11 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
                                n, nodes);
             out << fmt::format("  layout {}, micro-batch {} x {} accumulation\n", layout_text(best.scenario), t.micro_batch, t.grad_accum);
             out << fmt::format("  needs: {}\n", need_text.empty() ? "nothing beyond the layout" : need_text);
-            out << fmt::format("  {:.0f} tokens/s, step {:.3f} s, {} of {} per GPU\n", best.time.throughput.tokens_per_s,
-                               best.time.time.step_s, gb(best.memory.total), gb(best.memory.capacity));
+            const auto band = time_band(residuals, best.scenario);
+            out << fmt::format("  {:.0f}{} tokens/s, step {:.3f}{} s, {} of {} per GPU{}\n", best.time.throughput.tokens_per_s,
+                               band_text(band, best.time.throughput.tokens_per_s, true, [](double v) { return fmt::format("{:.0f}", v); }),
+                               best.time.time.step_s, band_text(band, best.time.time.step_s, false, [](double v) { return fmt::format("{:.3f}", v); }),
+                               gb(best.memory.total), gb(best.memory.capacity), band ? " (P10-P90 from the validation residuals, " + band->regime + ")" : "");
         } else {
             out << fmt::format("no GPU count up to {} has a layout that fits{}\n", max_gpus,
                                target_tps > 0 ? " and reaches the target" : "");
@@ -150,7 +186,7 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         if (r.out_of_memory) rej["out-of-memory"] = r.out_of_memory;
         j["rejected"] = rej;
         nlohmann::json top = nlohmann::json::array();
-        for (const auto& c : r.top) top.push_back(candidate_json(c));
+        for (const auto& c : r.top) top.push_back(candidate_json(c, time_band(residuals, c.scenario)));
         j["layouts"] = top;
         out << j.dump(2) << '\n';
         return r.top.empty() ? 1 : 0;
@@ -199,10 +235,19 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
                            100 * c.time.throughput.mfu, tb.step_s, gb(c.memory.total), 100 * tb.compute_s / tb.step_s,
                            100 * tb.communication_s / tb.step_s, 100 * tb.bubble_s / tb.step_s);
     }
+    const auto band = time_band(residuals, r.top.front().scenario);
+    if (band)
+        out << fmt::format("P10-P90 of step time and tokens/s: x{:.2f}-x{:.2f} of the figures above ({}, {} cases); the best layout: "
+                           "{:.0f}{} tokens/s\n",
+                           band->p10, band->p90, band->regime, band->n, r.top.front().time.throughput.tokens_per_s,
+                           band_text(band, r.top.front().time.throughput.tokens_per_s, true, [](double v) { return fmt::format("{:.0f}", v); }));
     if (s.run.tokens_to_train > 0) {
         const auto& b = r.top.front().time.cost;
-        out << fmt::format("\nBest layout trains {:.3g} tokens in {:.1f} days ({:.0f} GPU-hours{})\n", s.run.tokens_to_train,
-                           b.train_time_s / 86400, b.gpu_hours, b.rent_cost_usd > 0 ? fmt::format(", ${:.0f} rented", b.rent_cost_usd) : "");
+        auto money = [](double v) { return fmt::format("${:.0f}", v); };
+        out << fmt::format("\nBest layout trains {:.3g} tokens in {:.1f}{} days ({:.0f} GPU-hours{})\n", s.run.tokens_to_train,
+                           b.train_time_s / 86400, band_text(band, b.train_time_s / 86400, false, [](double v) { return fmt::format("{:.1f}", v); }),
+                           b.gpu_hours,
+                           b.rent_cost_usd > 0 ? fmt::format(", {}{} rented", money(b.rent_cost_usd), band_text(band, b.rent_cost_usd, false, money)) : "");
     }
     return 0;
 }

@@ -112,7 +112,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
         j["memory"] = memory_json(mem.peak());
         j["time"] = {{"step_s", t.step_s}, {"compute_s", t.compute_s}, {"communication_s", t.communication_s},
                      {"bubble_s", t.bubble_s}, {"optimizer_s", t.optimizer_s}, {"offload_s", t.offload_s}, {"data_s", t.data_s},
-                     {"recompute_s", t.recompute_s}, {"thermal_s", t.thermal_s}, {"tp_comm_s", t.tp_comm_s}, {"pp_comm_s", t.pp_comm_s},
+                     {"recompute_s", t.recompute_s}, {"memory_bound_s", t.memory_bound_s}, {"thermal_s", t.thermal_s}, {"tp_comm_s", t.tp_comm_s}, {"pp_comm_s", t.pp_comm_s},
                      {"dp_comm_s", t.dp_comm_s}, {"dp_exposed_s", t.dp_exposed_s}, {"ep_comm_s", t.ep_comm_s},
                      {"dp_intra_node_bytes", t.dp_intra_bytes}, {"dp_inter_node_bytes", t.dp_inter_bytes}};
         j["throughput"] = {{"tokens_per_s", th.tokens_per_s}, {"samples_per_s", th.samples_per_s},

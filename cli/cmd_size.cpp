@@ -1,9 +1,11 @@
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "commands.hpp"
 #include "trainplan/app/format.hpp"
+#include "trainplan/app/candidates.hpp"
 #include "trainplan/app/report.hpp"
 #include "trainplan/sizing.hpp"
 #include "trainplan/units.hpp"
@@ -24,6 +26,10 @@ void setup_size(CLI::App& app, SizeOptions& o) {
     add_option_field(app, "pue", o.pue, g);
     add_option_field(app, "amortization_years", o.amortize, g);
     add_option_field(app, "max_gpus", o.max_gpus, g)->description("Largest GPU count to consider (default 16384)");
+    add_option_field(app, "confidence", o.confidence, g);
+    app.add_option("--cost-basis", o.cost_basis,
+                   "How renting and buying are compared: outlay (default: rent for the run vs purchase + energy) or amortized "
+                   "(rent vs the purchase share for the run's duration + energy)")->group(g);
     app.add_option("--threads", o.threads, "Worker threads for the layout search (default: all cores)")->group(g);
     app.add_option("-o,--output", o.output, "Write the report here (.md, .html, .json, .csv or .pdf; - for stdout); default Markdown to stdout. Only a regular file is replaced, keeping its permissions");
     app.add_option("--format", o.format, "md | html | json | csv | pdf (default from the output name, else md; pdf prints the HTML with headless Chromium)");
@@ -54,6 +60,8 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
         electricity = gi->electricity.value_or(electricity);
         pue = gi->pue.value_or(pue);
         amortize = gi->amortization_years.value_or(amortize);
+        if (gi->confidence) goal.confidence = *gi->confidence;
+        if (gi->cost_basis == "amortized") goal.cost_basis = CostBasis::Amortized;
         flags.scenario_file = o.goal_file;  // the scenario part of the goal file
         flags.extra_sections = {"goal", "rent", "price"};
     }
@@ -65,12 +73,34 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
     if (auto v = checked_option("electricity_usd_per_kwh", o.electricity, errs)) electricity = *v;
     if (auto v = checked_option("pue", o.pue, errs)) pue = *v;
     if (auto v = checked_option("amortization_years", o.amortize, errs)) amortize = *v;
+    if (auto v = checked_option("confidence", o.confidence, errs)) goal.confidence = *v;
+    if (o.cost_basis == "amortized") goal.cost_basis = CostBasis::Amortized;
+    else if (o.cost_basis == "outlay") goal.cost_basis = CostBasis::Outlay;
+    else if (!o.cost_basis.empty())
+        errs.push_back({"", 0, 0, "--cost-basis", "--cost-basis = \"" + o.cost_basis + "\" is not one of: outlay, amortized"});
     if (!o.goal_file.empty()) {
         check_priced_ids(goal.rent_usd_per_gpu_hour, o.goal_file, "rent", presets, errs);
         check_priced_ids(goal.price_usd_per_gpu, o.goal_file, "price", presets, errs);
     }
-    parse_priced(o.rent, "rent", presets, goal.rent_usd_per_gpu_hour, errs);
-    parse_priced(o.price, "price", presets, goal.price_usd_per_gpu, errs);
+    // A bare amount (as simulate and plan take it) prices the one candidate; with
+    // several candidates it is ambiguous, so GPU=USD is asked for.
+    auto bare = [&](const std::vector<std::string>& items, const char* key) {
+        std::vector<std::string> out;
+        for (const auto& it : items) {
+            char* end = nullptr;
+            const bool number = !it.empty() && (std::strtod(it.c_str(), &end), end && *end == '\0');
+            if (it.find('=') != std::string::npos || !number) out.push_back(it);  // parse_priced names what is wrong
+            else if (candidates.size() == 1) out.push_back(candidates.front() + "=" + it);
+            else
+                errs.push_back({"", 0, 0, option_field(key).flag,
+                                fmt::format("{} = \"{}\": a bare amount needs exactly one candidate (--candidates GPU); with {}, write GPU=USD "
+                                            "(e.g. h100-sxm={})",
+                                            option_field(key).flag, it, candidates.empty() ? "every priced preset" : "several", it)});
+        }
+        return out;
+    };
+    parse_priced(bare(o.rent, "rent"), "rent", presets, goal.rent_usd_per_gpu_hour, errs);
+    parse_priced(bare(o.price, "price"), "price", presets, goal.price_usd_per_gpu, errs);
     if (goal.tokens <= 0) errs.push_back({"", 0, 0, "--tokens", "size needs --tokens (the token budget to train) or a goal file"});
     std::string format = o.format;
     if (format.empty()) {
@@ -86,9 +116,9 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
     // A preset that fails to parse is bad input, not a candidate fewer.
     std::vector<Diagnostic> invalid;
     if (candidates.empty()) candidates = priced_gpu_candidates(presets, goal, &invalid);
-    std::vector<ClusterSpec> clusters;
+    std::vector<SizingCandidate> clusters;
     for (const auto& id : candidates) {
-        auto c = sizing_candidate_cluster(presets, id, &invalid);
+        auto c = sizing_candidate(presets, id, &invalid);
         if (!c) return report_error(c.error(), err);
         clusters.push_back(*c);
     }
@@ -106,7 +136,10 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
     base->run.pue = pue;
     base->run.amortization_years = amortize;
 
-    const SizingReport rep = size_hardware(*base, global_batch, clusters, goal, o.threads);
+    const std::optional<IntervalTable> bands = packaged_residuals(presets);
+    const SizingReport rep = size_hardware(*base, global_batch, clusters, goal, o.threads, bands && !bands->entries.empty() ? &*bands : nullptr);
+    // No deadline: the frontier is the answer (exit 0); with one, 1 when nothing meets it.
+    const int code = rep.recommended >= 0 || goal.deadline_s <= 0 ? 0 : 1;
     if (format == "pdf") {
         std::string why;
         if (!write_pdf_atomically(o.output, report_html(rep), why)) {
@@ -114,7 +147,7 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
             return 2;
         }
         out << fmt::format("wrote {} (pdf report)\n{}\n", o.output, rep.recommendation);
-        return rep.recommended >= 0 ? 0 : 1;
+        return code;
     }
     const std::string text = format == "html" ? report_html(rep) : format == "json" ? report_json(rep) : format == "csv" ? report_csv(rep) : report_markdown(rep);
     if (o.output.empty() || o.output == "-") {
@@ -127,7 +160,7 @@ int run_size(const SizeOptions& o, std::ostream& out, std::ostream& err) {
         }
         out << fmt::format("wrote {} ({} report)\n{}\n", o.output, format, rep.recommendation);
     }
-    return rep.recommended >= 0 ? 0 : 1;
+    return code;
 }
 
 }  // namespace trainplan::cli

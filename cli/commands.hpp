@@ -63,7 +63,8 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err);
 struct SizeOptions {
     ScenarioFlags scenario;
     std::string goal_file, output, format;
-    std::optional<double> tokens, deadline_days, budget, electricity, pue, amortize, max_gpus;
+    std::optional<double> tokens, deadline_days, budget, electricity, pue, amortize, max_gpus, confidence;
+    std::string cost_basis;
     std::vector<std::string> candidates, rent, price;
     unsigned threads = 0;
 };

@@ -168,6 +168,24 @@ TEST_CASE("thermal throttling and a starving data loader show up in the step", "
     CHECK(starved["time"]["data_s"].get<double>() == Approx(std::max(0.0, 1.0 - busy)));
 }
 
+TEST_CASE("thermal throttling stretches the math, not the memory-bound ops (issue 12)", "[time][issue12]") {
+    // Full training of GPT-2 Large on one RTX 4090: element-wise (HBM-bound) ops are
+    // ~18 % of its compute time. At 60 % of the boost clock only the rest is stretched:
+    // compute_hot = memory_bound + (compute - memory_bound) / 0.6. Before, the whole
+    // compute time was divided by the clock.
+    const std::vector<std::string> job{"gpt2-large", "--gpu", "rtx-4090", "--micro-batch", "4", "--seq-len", "1024"};
+    const json base = sim(job);
+    auto hot_args = job;
+    hot_args.insert(hot_args.end(), {"--sustained-clock", "0.6"});
+    const json hot = sim(hot_args);
+    const double mb = base["time"]["memory_bound_s"].get<double>(), compute = base["time"]["compute_s"].get<double>();
+    REQUIRE(mb > 0.05 * compute);
+    CHECK(hot["time"]["memory_bound_s"].get<double>() == Approx(mb));
+    CHECK(hot["time"]["compute_s"].get<double>() == Approx(mb + (compute - mb) / 0.6));
+    CHECK(hot["time"]["compute_s"].get<double>() < compute / 0.6);
+    CHECK(hot["time"]["thermal_s"].get<double>() == Approx((compute - mb) * (1 / 0.6 - 1)));
+}
+
 TEST_CASE("time, energy and cost to train a token budget", "[time][cost]") {
     const json j = sim({"llama-3-8b", "--gpu", "h100-sxm", "--gpus", "64", "--zero", "1", "--global-batch", "512", "--seq-len",
                         "8192", "--tokens", "1e12", "--rent", "2.5", "--electricity", "0.1", "--pue", "1.3"});

@@ -18,8 +18,15 @@ void keep(std::vector<Diagnostic>* invalid, const Error& e) {
 // The cluster a candidate GPU comes in: its node preset if one exists (8-GPU
 // boxes preferred), else 8 per node on its own NVLink or PCIe and the default fabric.
 Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& id, std::vector<Diagnostic>* invalid) {
+    auto c = sizing_candidate(presets, id, invalid);
+    if (!c) return c.error();
+    return c->cluster;
+}
+
+Result<SizingCandidate> sizing_candidate(PresetLookup& presets, const std::string& id, std::vector<Diagnostic>* invalid) {
     auto g = load_gpu(presets, id, "--candidates");
     if (!g) return g.error();
+    SizingCandidate out;
     ScenarioInput in;
     in.model = "7b";
     in.gpu = id;
@@ -28,7 +35,12 @@ Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::s
         if (!src) continue;
         auto n = parse_node_toml(src->text, src->filename, name);
         if (!n) keep(invalid, n.error());
-        if (n && n->gpu == id && (!in.node || n->gpus_per_node == 8)) in.node = name;
+        if (n && n->gpu == id && (!in.node || n->gpus_per_node == 8)) {
+            in.node = name;
+            out.node_id = name;
+            out.node_name = n->name;
+            out.node_power_kw = n->system_power_kw;
+        }
     }
     in.gpus = in.node ? std::optional<int>() : std::optional<int>(8);
     auto s = resolve_scenario(in, presets);
@@ -38,7 +50,8 @@ Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::s
         auto l = load_link(presets, default_inter_node_link_id(c.gpu), "inter_node");
         if (l) c.inter_node = *l;
     }
-    return c;
+    out.cluster = c;
+    return out;
 }
 
 std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal, std::vector<Diagnostic>* invalid) {

@@ -228,7 +228,7 @@ void hardware_remedies(Catalogue& c, const AdviceContext& ctx) {
               const int n = x.cluster.num_gpus;
               if (!set_data_parallel(x, 2 * n, ch)) return false;
               a.extra_gpus = n;
-              a.hardware_change = std::to_string(n) + " more GPUs";
+              a.hardware_change = std::to_string(n) + (n == 1 ? " more GPU" : " more GPUs");
               return true;
           });
 }

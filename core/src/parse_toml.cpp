@@ -358,6 +358,11 @@ Result<GoalInput> parse_goal_toml(std::string_view text, const std::string& file
         g.electricity = option(r, "electricity_usd_per_kwh");
         g.pue = option(r, "pue");
         g.amortization_years = option(r, "amortization_years");
+        g.confidence = option(r, "confidence");
+        if (auto b = r.string("cost_basis")) {
+            if (*b != "outlay" && *b != "amortized") r.error("cost_basis", "cost_basis = \"" + *b + "\" is not one of: outlay, amortized");
+            else g.cost_basis = *b;
+        }
         r.ignore("candidates");
         if (const toml::node* n = t->get("candidates")) {
             const toml::array* arr = n->as_array();

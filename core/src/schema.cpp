@@ -362,11 +362,12 @@ std::vector<OptionField> make_options() {
     return {
         {"tokens", "--tokens", number(1, 1e18), "Tokens to train (e.g. 1e12)"},
         {"deadline_days", "--deadline-days", number(0.001, 36500), "Deadline in days"},
-        {"budget_usd", "--budget", number(0, 1e13), "Budget in USD (rent, or purchase + energy)"},
+        {"budget_usd", "--budget", number(0, 1e13), "Budget in USD for the job, on the cost basis (rent, or purchase + energy; amortized purchase + energy with --cost-basis amortized)"},
         {"max_gpus", "--max-gpus", integer(1, kMaxGpus), "Largest GPU count to consider"},
         {"electricity_usd_per_kwh", "--electricity", number(0, 100), "Electricity in $ per kWh (default 0.12)"},
         {"pue", "--pue", number(1, 5), "Facility power usage effectiveness (default 1.2)"},
         {"amortization_years", "--amortize-years", number(0.1, 50), "Amortization period for purchased GPUs (default 3)"},
+        {"confidence", "--confidence", number(0.5, 0.99), "Probability the deadline is met and memory fits, from the accuracy band (default 0.9 = P90; 0.5 = point estimate)"},
         {"rent", "--rent", number(0, 1e4), "Rent per GPU-hour in USD, as GPU=USD (repeatable, e.g. h100-sxm=2.5)"},
         {"price", "--price", number(0, 1e8), "Purchase price per GPU in USD, as GPU=USD (repeatable; default the preset's)"},
         {"loader_workers", "--loader-workers", integer(0, 1024), "Data-loader workers per GPU (0: pre-tokenized data, no stall)"},

@@ -236,6 +236,7 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     // QLoRA: bitsandbytes dequantizes every 4-bit weight to 16-bit for each
     // matmul that uses it (forward, and the input-gradient GEMM in backward):
     // read the 4-bit weight and its constants, write 16 bits, and the GEMM reads them back.
+    double dequant = 0;  // bandwidth-bound, like the element-wise ops
     if (t.method == Method::QLoRA) {
         const StageParams one = stage_params(c.g, c.plan, 1, false, false);
         const double per_param = qlora_bits_per_param(t.qlora) / 8.0 + 2.0 + 2.0;
@@ -243,13 +244,20 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
         stage_fwd += L * per_pass;
         stage_bwd += L * per_pass;
         if (t.recompute == Recompute::Full) stage_rec += L * per_pass;
+        dequant = L * per_pass * (t.recompute == Recompute::Full ? 3 : 2);
     }
-    const double per_mb = (stage_fwd + stage_bwd + stage_rec) / c.clock;
+    // A lowered SM clock (thermal / power throttling) stretches the math, not the
+    // memory-bound (HBM/GDDR-bandwidth) part: memory clocks are not throttled with the SMs.
+    const double memory_bound = L * lt.memory_bound * (1.0 + (t.recompute == Recompute::Full ? 0.5 : 0.0));
+    const double stage = stage_fwd + stage_bwd + stage_rec;
+    // (An unbounded stage -- a zero bandwidth or peak -- stays unbounded, not inf - inf.)
+    const double clocked = std::isfinite(stage) ? std::max(0.0, stage - memory_bound - dequant) : stage;
+    const double per_mb = std::isfinite(stage) ? clocked / c.clock + (stage - clocked) : stage / c.clock;
     TimeBreakdown& tb = est.time;
     tb.compute_s = c.micro_batches * per_mb;
-    tb.memory_bound_s = c.micro_batches * L * lt.memory_bound * (1.0 + (t.recompute == Recompute::Full ? 0.5 : 0.0)) / c.clock;
-    tb.recompute_s = c.micro_batches * stage_rec / c.clock;
-    tb.thermal_s = c.micro_batches * (stage_fwd + stage_bwd + stage_rec) * (1.0 / c.clock - 1.0);
+    tb.memory_bound_s = c.micro_batches * memory_bound;
+    tb.recompute_s = c.micro_batches * stage_rec * (stage > 0 && std::isfinite(stage) ? per_mb / stage : 1.0 / c.clock);
+    tb.thermal_s = c.micro_batches * clocked * (1.0 / c.clock - 1.0);
 }
 
 // ---- tensor parallel, expert parallel and pipeline communication.

@@ -90,7 +90,8 @@ struct GoalInput {
     int max_gpus = 0;
     std::vector<std::string> candidates;
     std::map<std::string, double> rent, price;
-    std::optional<double> electricity, pue, amortization_years;
+    std::optional<double> electricity, pue, amortization_years, confidence;
+    std::string cost_basis;  // "" = default (outlay)
 };
 [[nodiscard]] Result<GoalInput> parse_goal_toml(std::string_view text, const std::string& filename);
 

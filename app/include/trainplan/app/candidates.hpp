@@ -16,6 +16,8 @@ namespace trainplan::app {
 // `invalid`: where the diagnostics of preset files that exist but do not parse go
 // (they are left out of the answer; a front end must report them, not drop them).
 Result<ClusterSpec> sizing_candidate_cluster(PresetLookup& presets, const std::string& gpu_id, std::vector<Diagnostic>* invalid = nullptr);
+// The same with the node preset's name and power (the bill of materials).
+Result<SizingCandidate> sizing_candidate(PresetLookup& presets, const std::string& gpu_id, std::vector<Diagnostic>* invalid = nullptr);
 std::vector<std::string> priced_gpu_candidates(PresetLookup& presets, const SizingGoal& goal, std::vector<Diagnostic>* invalid = nullptr);
 
 // Hardware alternatives advise may propose for a scenario (links the GPU can use, other GPUs).

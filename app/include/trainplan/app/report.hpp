@@ -8,6 +8,8 @@
 
 namespace trainplan::app {
 
+// The report's date (UTC, YYYY-MM-DD; $SOURCE_DATE_EPOCH when set, for reproducible output).
+std::string report_date();
 std::string report_markdown(const SizingReport& r);
 std::string report_html(const SizingReport& r);
 std::string report_json(const SizingReport& r);
