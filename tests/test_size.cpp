@@ -52,6 +52,9 @@ TEST_CASE("size: Llama-3-8B, 1T tokens, 30 days -- every candidate's numbers agr
             "--offload-optimizer", l["optimizer_offload"].get<std::string>(), "--tokens", "1e12", "--json"};
         std::vector<std::string> full = args;
         if (l["sequence_parallel"].get<bool>()) full.push_back("--sp");
+        // Searched since issue 14: parameter offload, FSDP strategy, TP / parameter-gather overlap.
+        full.insert(full.end(), {"--offload-params", l["param_offload"].get<std::string>(), "--fsdp", l["fsdp"].get<std::string>(),
+                                 "--tp-comm-overlap", l["tp_comm_overlap"].get<bool>() ? "on" : "off"});
         // The node preset the sizing used for this GPU, if any, gives the links.
         if (c["gpu"] == "rtx-4090") full.insert(full.end(), {"--node", "8x-rtx-4090", "--inter-node", "eth-100g"});
         if (c["gpu"] == "h100-sxm") full.insert(full.end(), {"--node", "dgx-h100"});
