@@ -3,6 +3,7 @@
 // the bound claims it rests on, checked directly; the space it covers.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "helpers.hpp"
@@ -73,6 +74,7 @@ TEST_CASE("branch and bound equals brute force on 50 random small spaces (top 5 
         CHECK(a.evaluated == b.evaluated);
         CHECK(a.memory_evaluations == a.evaluated);
         CHECK(a.rejected == b.rejected);
+        CHECK(b.pruned <= b.evaluated);
         REQUIRE(a.top.size() == b.top.size());
         for (size_t i = 0; i < a.top.size(); ++i) {
             CHECK(config_id(a.top[i].scenario) == config_id(b.top[i].scenario));
@@ -207,4 +209,69 @@ TEST_CASE("cancel and progress: the callback sees progress and can stop the sear
     const PlanResult all = plan_layouts(s, full, 5, RankBy::Throughput, 2, 256);
     CHECK_FALSE(all.cancelled);
     CHECK(r.memory_evaluations < all.memory_evaluations);
+}
+
+TEST_CASE("issue 14: GPT-3 175B on 1,024 A100s -- the interleave-12 / micro-batch-2 layout or better is found", "[search][exact][plan]") {
+    // The issue's layout plan never tried: 96 layers on pp = 8 stages of 12,
+    // interleaved 12 deep (one layer per chunk), micro-batch 2 (1536 / (2 x 128)
+    // = 6 micro-batches per replica at dp = 128 / tp... here tp 4: dp 32, 24 per
+    // replica, a multiple of pp = 8 as the interleaved schedule needs).
+    const std::vector<std::string> common{"gpt3-175b", "--gpu", "a100-sxm-80gb", "--gpus", "1024",
+                                          "--global-batch", "1536", "--seq-len", "2048"};
+    auto direct_args = common;
+    direct_args.insert(direct_args.end(), {"--tp", "4", "--pp", "8", "--vp", "12", "--micro-batch", "2", "--zero", "1", "--sp"});
+    const auto direct = tp_test::cli_json("simulate", direct_args);
+    REQUIRE(direct["memory"]["fits"] == true);
+    const double direct_step = direct["time"]["step_s"].get<double>();
+    auto plan_args = common;
+    plan_args.insert(plan_args.end(), {"--top", "3", "--threads", "2"});
+    const auto plan = tp_test::cli_json("plan", plan_args);
+    CHECK(plan["layouts"].at(0)["time"]["step_s"].get<double>() <= direct_step * (1 + 1e-12));
+    // The same search by brute force agrees (every configuration evaluated).
+    plan_args.push_back("--exhaustive");
+    const auto brute = tp_test::cli_json("plan", plan_args);
+    CHECK(brute["layouts"].at(0)["time"]["step_s"].get<double>() == plan["layouts"].at(0)["time"]["step_s"].get<double>());
+    CHECK(brute["search"]["memory_evaluations"].get<std::int64_t>() == plan["search"]["space"].get<std::int64_t>());
+    CHECK(plan["search"]["space"].get<std::int64_t>() == brute["search"]["space"].get<std::int64_t>());
+}
+
+TEST_CASE("plan --pareto: the front in text, JSON and CSV; --min-headroom keeps the headroom asked for", "[search][exact][plan]") {
+    const std::vector<std::string> common{"llama-2-70b", "--gpu", "h100-sxm", "--gpus", "64", "--gpus-per-node", "8",
+                                          "--global-batch", "256", "--threads", "2"};
+    auto with_plan = [](std::vector<std::string> v) {
+        v.insert(v.begin(), "plan");
+        return v;
+    };
+    auto a = common;
+    a.push_back("--pareto");
+    const auto j = tp_test::cli_json("plan", a);
+    const auto& front = j["pareto"];
+    REQUIRE(front.size() >= 2);
+    for (size_t i = 1; i < front.size(); ++i) {
+        CHECK(front[i]["time"]["step_s"].get<double>() >= front[i - 1]["time"]["step_s"].get<double>());
+        CHECK(front[i]["headroom_bytes"].get<double>() > front[i - 1]["headroom_bytes"].get<double>());
+    }
+    // The front's fastest point is the search's best layout.
+    CHECK(front[0]["time"]["step_s"].get<double>() == j["layouts"].at(0)["time"]["step_s"].get<double>());
+    auto c = a;
+    c.push_back("--csv");
+    const auto csv = tp_test::cli(with_plan(c));
+    CHECK(csv.code == 0);
+    CHECK(std::count(csv.out.begin(), csv.out.end(), '\n') == static_cast<std::ptrdiff_t>(front.size() + 1));
+    const auto text = tp_test::cli(with_plan(a));
+    CHECK(text.out.find("Pareto front") != std::string::npos);
+    // "Fastest that keeps 30 GB free": the front's first point with >= 30 GB headroom
+    // is that answer (every faster point has less headroom, by the front's definition).
+    auto h = common;
+    h.insert(h.end(), {"--min-headroom", "30"});
+    const auto hj = tp_test::cli_json("plan", h);
+    double expect = 0;
+    for (const auto& p : front)
+        if (p["headroom_bytes"].get<double>() >= 30e9) { expect = p["time"]["step_s"].get<double>(); break; }
+    REQUIRE(expect > 0);
+    CHECK(hj["layouts"].at(0)["time"]["step_s"].get<double>() == expect);
+    CHECK(hj["layouts"].at(0)["memory"]["capacity_bytes"].get<double>() - hj["layouts"].at(0)["memory"]["total_bytes"].get<double>() >= 30e9);
+    auto bad = common;
+    bad.insert(bad.end(), {"--min-headroom", "-1"});
+    CHECK(tp_test::cli(with_plan(bad)).code == 2);
 }

@@ -336,6 +336,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
     };
     struct Counters {
         std::int64_t mem = 0, time = 0, bound = 0, pruned = 0, feasible = 0, oom = 0;
+        std::int64_t visited = 0;  // configurations under the shapes a worker opened
         std::vector<Leaf> points;  // pareto candidates
     };
     std::vector<Counters> counters(nthreads);
@@ -409,12 +410,12 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                 const size_t i = order[pos];
                 const std::int64_t leaves = static_cast<std::int64_t>(valid_combos[i].size()) * R * O;
                 if (!space.pareto && shape_lb[i] > top.threshold.load()) {
-                    // Sorted: every later shape is bounded out too.
-                    for (size_t q = pos; q < order.size(); ++q) C.pruned += static_cast<std::int64_t>(valid_combos[order[q]].size()) * R * O;
+                    // Sorted: every later shape is bounded out too (counted below).
                     next = order.size();
                     done = shapes.size();
                     break;
                 }
+                C.visited += leaves;
                 apply_shape(s, shapes[i]);
                 for (int j : valid_combos[i]) {
                     apply_setup(s, combos[static_cast<size_t>(j)]);
@@ -448,11 +449,14 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                 }
                 ++done;
                 report(wk);
-                (void)leaves;
             }
         });
     }
     res.cancelled = cancel.load();
+    std::int64_t visited = 0;
+    for (const Counters& C : counters) visited += C.visited;
+    // Shapes never opened were bounded out (or, when cancelled, not reached).
+    if (!space.exhaustive && !res.cancelled) res.pruned += space_size - visited;
 
     std::vector<Leaf> points;
     for (Counters& C : counters) {
