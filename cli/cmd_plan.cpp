@@ -242,12 +242,12 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         out << fmt::format("\nPareto front: step time against memory headroom per GPU (no other layout is as fast with as much "
                            "headroom); GB = 10^9 B, capacity {} per GPU{}:\n",
                            gb(listed.front().memory.capacity), s.run.rent_usd_per_gpu_hour > 0 ? "; cost per million tokens at the rent given" : "");
-        out << fmt::format("{:>3}  {:<22} {:>9} {:<28} {:>12} {:>9}  {:>11} {:>11} {:>10}\n", "#", "layout", "mb x acc", "setup",
+        out << fmt::format("{:>3}  {:<22} {:>9} {:<40} {:>12} {:>9}  {:>11} {:>11} {:>10}\n", "#", "layout", "mb x acc", "setup",
                            "tokens/s", "step", "mem/GPU", "headroom", "$/Mtok");
         int i = 1;
         for (const auto& c : listed) {
             const TrainingSetup& t = c.scenario.setup;
-            out << fmt::format("{:>3}  {:<22} {:>9} {:<28} {:>12.0f} {:>8.3f}s  {:>11} {:>11} {:>10}\n", i++, layout_text(c.scenario),
+            out << fmt::format("{:>3}  {:<22} {:>9} {:<40} {:>12.0f} {:>8.3f}s  {:>11} {:>11} {:>10}\n", i++, layout_text(c.scenario),
                                fmt::format("{}x{}", t.micro_batch, t.grad_accum), setup_text(t), c.time.throughput.tokens_per_s,
                                c.time.time.step_s, gb(c.memory.total), gb(c.memory.headroom()),
                                usd_per_token(c) > 0 ? fmt::format("{:.4g}", usd_per_token(c) * 1e6) : "-");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -73,6 +74,18 @@ const SetupAxis kSetupAxes[] = {
 };
 constexpr size_t kSetupDims = std::size(kSetupAxes);
 using SetupCombo = std::array<int, kSetupDims>;
+
+// CPU time of the calling thread (not wall time: the search is measured on
+// shared machines).
+double thread_cpu_s() {
+#if defined(CLOCK_THREAD_CPUTIME_ID)
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+#else
+    return 0;  // no per-thread CPU clock: the figures read 0
+#endif
+}
 
 std::vector<int> divisors(int n) {
     std::vector<int> d;
@@ -187,6 +200,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                         std::int64_t global_batch) {
     (void)rank;  // step time orders tokens/s and cost alike at a fixed GPU count
     const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = thread_cpu_s();
     PlanResult res;
     const ModelSpec& m = base.model;
     const int n = base.cluster.num_gpus;
@@ -340,10 +354,18 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         std::vector<Leaf> points;  // pareto candidates
     };
     std::vector<Counters> counters(nthreads);
+    // Each worker's CPU time (its own clock: what a core of its own would take,
+    // whatever else the machine runs) is reported with the serial part.
+    std::vector<double> worker_cpu(nthreads, 0.0);
     auto run_workers = [&](auto&& body) {
+        auto timed = [&](unsigned t) {
+            const double c0 = thread_cpu_s();
+            body(t);
+            worker_cpu[t] += thread_cpu_s() - c0;
+        };
         std::vector<std::thread> pool;
-        for (unsigned t = 1; t < nthreads; ++t) pool.emplace_back(body, t);
-        body(0u);
+        for (unsigned t = 1; t < nthreads; ++t) pool.emplace_back(timed, t);
+        timed(0u);
         for (auto& th : pool) th.join();
     };
 
@@ -503,6 +525,8 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
             }
     }
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.thread_cpu_s = worker_cpu;
+    res.serial_cpu_s = thread_cpu_s() - cpu0 - worker_cpu[0];
     return res;
 }
 

@@ -69,6 +69,11 @@ struct PlanResult {
     RuleCounts rejected{};
     bool cancelled = false;
     double seconds = 0;              // wall time of the search
+    // CPU seconds of each worker thread and of the serial part (enumeration,
+    // sorting, merging) on the calling thread: serial + max(worker) is the
+    // wall time with a free core per thread, measurable on a loaded machine.
+    std::vector<double> thread_cpu_s;
+    double serial_cpu_s = 0;
 };
 
 // Searches around `base` (its model, hardware, method, precision, optimizer,
