@@ -249,7 +249,8 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         std::vector<int> ok;  // indices into combos
         RuleCounts rejected{};
     };
-    std::map<int, SetupCheck> combos_by_pp;
+    using LayoutCacheKey = std::array<int, 6>;  // tp, pp, dp, ep, vp, schedule
+    std::map<LayoutCacheKey, SetupCheck> combos_by_pp;
     std::int64_t space_size = 0;
     wl.vp = 1;
     wl.ep = 1;
@@ -304,9 +305,11 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                             wt.micro_batch = mb;
                             wt.grad_accum = std::max<std::int64_t>(1, gb / (mb * dp));
                             if (broken(RuleStage::Batch)) continue;
-                            // Setup rules read pp (ZeRO >= 2 with pipelining) and the
-                            // setup only: decided once per pp, counted per shape.
-                            auto it = combos_by_pp.find(pp);
+                            // Setup rules read the layout (ZeRO >= 2 with pipelining)
+                            // and the setup, not the micro-batch or SP: decided once
+                            // per layout, counted per shape.
+                            const LayoutCacheKey ck{tp, pp, dp, ep, v, static_cast<int>(sched)};
+                            auto it = combos_by_pp.find(ck);
                             if (it == combos_by_pp.end()) {
                                 SetupCheck sc;
                                 const RuleCounts before = res.rejected;
@@ -318,7 +321,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                                 }
                                 for (size_t r = 0; r < kRuleCount; ++r) sc.rejected[r] = res.rejected[r] - before[r];
                                 res.rejected = before;
-                                it = combos_by_pp.emplace(pp, std::move(sc)).first;
+                                it = combos_by_pp.emplace(ck, std::move(sc)).first;
                             }
                             for (size_t r = 0; r < kRuleCount; ++r) res.rejected[r] += it->second.rejected[r];
                             const std::vector<int>& ok = it->second.ok;
