@@ -41,6 +41,10 @@ std::string layout_text(const Scenario& s) {
     if (p.schedule == Schedule::GPipe) l += " gpipe";
     if (p.sequence_parallel) l += " sp";
     if (p.ep > 1) l += fmt::format(" ep{}", p.ep);
+    // Searched settings that change the step but have no column of their own.
+    if (s.setup.tp_comm_overlap) l += " ovl";
+    if (s.setup.fsdp == FsdpStrategy::HybridShard) l += " hsdp";
+    if (s.setup.param_offload != Offload::None) l += fmt::format(" params>{}", to_string(s.setup.param_offload));
     return l;
 }
 
@@ -65,12 +69,10 @@ double usd_per_token(const PlanCandidate& c) {
 }
 
 std::string setup_text(const TrainingSetup& t) {
+    // (overlap, hybrid sharding and parameter offload are in layout_text)
     std::string x = fmt::format("zero{}", t.zero_stage);
-    if (t.fsdp == FsdpStrategy::HybridShard) x += " hsdp";
     if (t.optimizer_offload != Offload::None) x += fmt::format(" opt>{}", to_string(t.optimizer_offload));
-    if (t.param_offload != Offload::None) x += fmt::format(" par>{}", to_string(t.param_offload));
-    if (t.recompute != Recompute::None) x += fmt::format(" rc:{}", to_string(t.recompute));
-    if (t.tp_comm_overlap) x += " ovl";
+    if (t.recompute != Recompute::None) x += fmt::format(" recompute {}", to_string(t.recompute));
     return x;
 }
 
@@ -242,12 +244,12 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         out << fmt::format("\nPareto front: step time against memory headroom per GPU (no other layout is as fast with as much "
                            "headroom); GB = 10^9 B, capacity {} per GPU{}:\n",
                            gb(listed.front().memory.capacity), s.run.rent_usd_per_gpu_hour > 0 ? "; cost per million tokens at the rent given" : "");
-        out << fmt::format("{:>3}  {:<22} {:>9} {:<40} {:>12} {:>9}  {:>11} {:>11} {:>10}\n", "#", "layout", "mb x acc", "setup",
+        out << fmt::format("{:>3}  {:<36} {:>9} {:<28} {:>12} {:>9}  {:>11} {:>11} {:>10}\n", "#", "layout", "mb x acc", "setup",
                            "tokens/s", "step", "mem/GPU", "headroom", "$/Mtok");
         int i = 1;
         for (const auto& c : listed) {
             const TrainingSetup& t = c.scenario.setup;
-            out << fmt::format("{:>3}  {:<22} {:>9} {:<40} {:>12.0f} {:>8.3f}s  {:>11} {:>11} {:>10}\n", i++, layout_text(c.scenario),
+            out << fmt::format("{:>3}  {:<36} {:>9} {:<28} {:>12.0f} {:>8.3f}s  {:>11} {:>11} {:>10}\n", i++, layout_text(c.scenario),
                                fmt::format("{}x{}", t.micro_batch, t.grad_accum), setup_text(t), c.time.throughput.tokens_per_s,
                                c.time.time.step_s, gb(c.memory.total), gb(c.memory.headroom()),
                                usd_per_token(c) > 0 ? fmt::format("{:.4g}", usd_per_token(c) * 1e6) : "-");
@@ -257,13 +259,13 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     out << fmt::format("\nBest layouts by {} (best configuration of each layout); memory per GPU in GB (10^9 B) against a "
                        "capacity of {} per GPU:\n",
                        rank == RankBy::Cost ? "cost to train" : "throughput", gb(r.top.front().memory.capacity));
-    out << fmt::format("{:>3}  {:<22} {:>9} {:>4} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "zero",
+    out << fmt::format("{:>3}  {:<26} {:>9} {:>4} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "zero",
                        "recompute", "offl", "tokens/s", "MFU", "step", "mem/GPU", "time split compute/comm/bubble");
     int i = 1;
     for (const auto& c : r.top) {
         const TrainingSetup& t = c.scenario.setup;
         const TimeBreakdown& tb = c.time.time;
-        out << fmt::format("{:>3}  {:<22} {:>9} {:>4} {:>10} {:>6} {:>12.0f} {:>5.1f}% {:>8.3f}s  {:>11}  {:.0f}/{:.0f}/{:.0f} %\n", i++,
+        out << fmt::format("{:>3}  {:<26} {:>9} {:>4} {:>10} {:>6} {:>12.0f} {:>5.1f}% {:>8.3f}s  {:>11}  {:.0f}/{:.0f}/{:.0f} %\n", i++,
                            layout_text(c.scenario), fmt::format("{}x{}", t.micro_batch, t.grad_accum), t.zero_stage,
                            to_string(t.recompute), to_string(t.optimizer_offload), c.time.throughput.tokens_per_s,
                            100 * c.time.throughput.mfu, tb.step_s, gb(c.memory.total), 100 * tb.compute_s / tb.step_s,
