@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
         }
         per_thread[threads] = best;
         cpu_wall[threads] = crit;
+        std::printf("  (last run: serial part %.4f s CPU; workers", r.serial_cpu_s);
+        for (double c : r.thread_cpu_s) std::printf(" %.4f", c);
+        std::printf(" s CPU)\n");
         best_step = r.top.empty() ? 0 : r.top.front().time.time.step_s;
         const auto& l = r.top.front().scenario.setup;
         std::printf("exact search, %u thread%s: space %lld configurations, best of %d runs %.3f s; %lld memory + %lld time + %lld bound "
