@@ -22,7 +22,11 @@ void setup_plan(CLI::App& app, PlanOptions& o) {
     app.add_option("--rank", o.rank, "throughput | cost (cost needs --tokens and --rent)")->group(g);
     app.add_option("--threads", o.threads, "Worker threads (default: all cores)")->group(g);
     app.add_flag("--fixed-layout", o.fixed_layout, "Keep --tp/--pp/--dp/--vp/--sp/--ep as given; vary the rest")->group(g);
-    app.add_flag("--tp-across-nodes", o.tp_across_nodes, "Allow tensor parallelism beyond one node")->group(g);
+    app.add_flag("--tp-within-node", o.tp_within_node, "Keep tensor parallelism inside one node (the search tries TP across nodes too)")->group(g);
+    app.add_flag("--tp-across-nodes", o.tp_across_nodes, "Accepted for old scripts: TP across nodes is searched by default")->group(g);
+    app.add_flag("--pareto", o.pareto, "List the Pareto front of step time against memory headroom (and cost per token) instead of the top layouts")->group(g);
+    app.add_option("--min-headroom", o.min_headroom_gb, "Only layouts that leave at least this many GB (10^9 B) free per GPU")->group(g);
+    app.add_flag("--exhaustive", o.exhaustive, "Evaluate every configuration (no bounds): slow; the reference the exact search is checked against")->group(g);
     app.add_flag("--max-micro-batch", o.q_max_mb, "Inverse query: the largest micro-batch that fits this layout")->group(g);
     app.add_flag("--max-seq-len", o.q_max_seq, "Inverse query: the longest sequence that fits this layout")->group(g);
     app.add_flag("--min-gpus", o.q_min_gpus, "Inverse query: the fewest GPUs with a layout that fits (and reaches --target-tokens-per-s)")->group(g);
@@ -41,6 +45,10 @@ std::string layout_text(const Scenario& s) {
     if (p.schedule == Schedule::GPipe) l += " gpipe";
     if (p.sequence_parallel) l += " sp";
     if (p.ep > 1) l += fmt::format(" ep{}", p.ep);
+    // Searched settings that change the step but have no column of their own.
+    if (s.setup.tp_comm_overlap) l += " ovl";
+    if (s.setup.fsdp == FsdpStrategy::HybridShard) l += " hsdp";
+    if (s.setup.param_offload != Offload::None) l += fmt::format(" params>{}", to_string(s.setup.param_offload));
     return l;
 }
 
@@ -85,6 +93,26 @@ nlohmann::json candidate_json(const PlanCandidate& c, const std::optional<RatioB
     return j;
 }
 
+// Rent per token at this layout (0 without a rent): rent x GPUs x step / tokens per step.
+double usd_per_token(const PlanCandidate& c) {
+    const Scenario& s = c.scenario;
+    if (s.run.rent_usd_per_gpu_hour <= 0 || !(c.time.throughput.tokens_per_s > 0)) return 0;
+    return s.run.rent_usd_per_gpu_hour * s.cluster.num_gpus / 3600.0 / c.time.throughput.tokens_per_s;
+}
+
+std::string setup_text(const TrainingSetup& t) {
+    // (overlap, hybrid sharding and parameter offload are in layout_text)
+    std::string x = fmt::format("zero{}", t.zero_stage);
+    if (t.optimizer_offload != Offload::None) x += fmt::format(" opt>{}", to_string(t.optimizer_offload));
+    if (t.recompute != Recompute::None) x += fmt::format(" recompute {}", to_string(t.recompute));
+    return x;
+}
+
+nlohmann::json search_json(const PlanResult& r) {
+    return {{"space", r.evaluated}, {"memory_evaluations", r.memory_evaluations}, {"time_evaluations", r.time_evaluations},
+            {"bound_evaluations", r.bound_evaluations}, {"pruned", r.pruned}, {"exhaustive", false}, {"cancelled", r.cancelled}};
+}
+
 }  // namespace
 
 int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
@@ -112,7 +140,16 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         return 2;
     }
     SearchSpace space;
-    space.allow_tp_across_nodes = o.tp_across_nodes;
+    space.tp_within_node = o.tp_within_node;
+    space.pareto = o.pareto;
+    space.exhaustive = o.exhaustive;
+    if (o.min_headroom_gb) {
+        if (!(*o.min_headroom_gb >= 0) || *o.min_headroom_gb > 1e6) {
+            err << "error: --min-headroom = " << *o.min_headroom_gb << " must be a number of GB in [0, 1e6]\n";
+            return 2;
+        }
+        space.min_headroom_bytes = *o.min_headroom_gb * 1e9;
+    }
     if (o.fixed_layout) space.vary_tp = space.vary_pp = space.vary_sp = space.vary_ep = space.vary_schedule = false;
 
     // ---- inverse queries
@@ -178,8 +215,11 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     const PlanResult r = plan_layouts(s, space, static_cast<size_t>(o.top), rank, o.threads, global_batch);
     std::int64_t rejected = 0;
     for (auto v : r.rejected) rejected += v;
+    const std::vector<PlanCandidate>& listed = o.pareto ? r.pareto : r.top;
     if (o.json) {
         nlohmann::json j{{"evaluated", r.evaluated}, {"feasible", r.feasible}, {"seconds", r.seconds}};
+        j["search"] = search_json(r);
+        j["search"]["exhaustive"] = o.exhaustive;
         nlohmann::json rej = nlohmann::json::object();
         for (size_t i = 0; i < r.rejected.size(); ++i)
             if (r.rejected[i]) rej[rule_id(static_cast<Rule>(i))] = r.rejected[i];
@@ -188,48 +228,80 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         nlohmann::json top = nlohmann::json::array();
         for (const auto& c : r.top) top.push_back(candidate_json(c, time_band(residuals, c.scenario)));
         j["layouts"] = top;
+        if (o.pareto) {
+            nlohmann::json front = nlohmann::json::array();
+            for (const auto& c : r.pareto) {
+                nlohmann::json x = candidate_json(c);
+                x["headroom_bytes"] = c.memory.headroom();
+                x["usd_per_token"] = usd_per_token(c);
+                front.push_back(x);
+            }
+            j["pareto"] = front;
+        }
         out << j.dump(2) << '\n';
-        return r.top.empty() ? 1 : 0;
+        return listed.empty() ? 1 : 0;
     }
     if (o.csv) {
-        out << "rank,tp,pp,dp,vp,sp,ep,schedule,micro_batch,grad_accum,zero,recompute,offload,tokens_per_s,mfu,step_s,"
-               "compute_s,communication_s,bubble_s,memory_total_bytes,capacity_bytes,rent_cost_usd\n";
+        out << "rank,tp,pp,dp,vp,sp,ep,schedule,micro_batch,grad_accum,zero,fsdp,recompute,offload,param_offload,tp_comm_overlap,"
+               "tokens_per_s,mfu,step_s,compute_s,communication_s,bubble_s,memory_total_bytes,capacity_bytes,headroom_bytes,"
+               "rent_cost_usd,usd_per_token\n";
         int i = 1;
-        for (const auto& c : r.top) {
+        for (const auto& c : listed) {
             const TrainingSetup& t = c.scenario.setup;
-            out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.4f},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", i++,
-                               t.layout.tp, t.layout.pp, t.layout.dp, t.layout.vp, t.layout.sequence_parallel ? 1 : 0, t.layout.ep,
-                               to_string(t.layout.schedule), t.micro_batch, t.grad_accum, t.zero_stage, to_string(t.recompute),
-                               to_string(t.optimizer_offload), c.time.throughput.tokens_per_s, c.time.throughput.mfu,
-                               c.time.time.step_s, c.time.time.compute_s, c.time.time.communication_s, c.time.time.bubble_s,
-                               c.memory.total, c.memory.capacity, c.time.cost.rent_cost_usd);
+            out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.4f},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
+                               i++, t.layout.tp, t.layout.pp, t.layout.dp, t.layout.vp, t.layout.sequence_parallel ? 1 : 0, t.layout.ep,
+                               to_string(t.layout.schedule), t.micro_batch, t.grad_accum, t.zero_stage, to_string(t.fsdp),
+                               to_string(t.recompute), to_string(t.optimizer_offload), to_string(t.param_offload),
+                               t.tp_comm_overlap ? 1 : 0, c.time.throughput.tokens_per_s, c.time.throughput.mfu, c.time.time.step_s,
+                               c.time.time.compute_s, c.time.time.communication_s, c.time.time.bubble_s, c.memory.total,
+                               c.memory.capacity, c.memory.headroom(), c.time.cost.rent_cost_usd, usd_per_token(c));
         }
-        return r.top.empty() ? 1 : 0;
+        return listed.empty() ? 1 : 0;
     }
     out << fmt::format("{} on {}; global batch {} x {} tokens\n", s.model.name, describe_hardware(s), global_batch,
                        s.setup.seq_len);
-    out << fmt::format("searched {} configurations in {:.3f} s: {} fit, {} out of memory\n", r.evaluated, r.seconds, r.feasible,
-                       r.out_of_memory);
+    out << fmt::format("searched a space of {} valid configurations in {:.3f} s, exactly{}: {} memory and {} time evaluations "
+                       "({} bounds); {} configurations decided by bounds and dominance without evaluation\n",
+                       r.evaluated, r.seconds, o.exhaustive ? " (every configuration evaluated)" : " (branch and bound)",
+                       r.memory_evaluations, r.time_evaluations, r.bound_evaluations, r.pruned);
+    out << fmt::format("of those evaluated: {} fit, {} out of memory{}\n", r.feasible, r.out_of_memory,
+                       space.min_headroom_bytes > 0 ? fmt::format(" (or under {} free)", gb(space.min_headroom_bytes)) : "");
     if (rejected > 0) {
         out << fmt::format("skipped {} invalid combinations, by rule:\n", rejected);
         for (size_t i = 0; i < r.rejected.size(); ++i)
             if (r.rejected[i])
                 out << fmt::format("  {:>9}  {:<30} {}\n", r.rejected[i], rule_id(static_cast<Rule>(i)), rule_info(static_cast<Rule>(i)).summary);
     }
-    if (r.top.empty()) {
+    if (listed.empty()) {
         out << "\nNo layout fits. Try more GPUs (--min-gpus), LoRA/QLoRA, or offload (trainplan fit shows the options).\n";
         return 1;
+    }
+    if (o.pareto) {
+        out << fmt::format("\nPareto front: step time against memory headroom per GPU (no other layout is as fast with as much "
+                           "headroom); GB = 10^9 B, capacity {} per GPU{}:\n",
+                           gb(listed.front().memory.capacity), s.run.rent_usd_per_gpu_hour > 0 ? "; cost per million tokens at the rent given" : "");
+        out << fmt::format("{:>3}  {:<36} {:>9} {:<28} {:>12} {:>9}  {:>11} {:>11} {:>10}\n", "#", "layout", "mb x acc", "setup",
+                           "tokens/s", "step", "mem/GPU", "headroom", "$/Mtok");
+        int i = 1;
+        for (const auto& c : listed) {
+            const TrainingSetup& t = c.scenario.setup;
+            out << fmt::format("{:>3}  {:<36} {:>9} {:<28} {:>12.0f} {:>8.3f}s  {:>11} {:>11} {:>10}\n", i++, layout_text(c.scenario),
+                               fmt::format("{}x{}", t.micro_batch, t.grad_accum), setup_text(t), c.time.throughput.tokens_per_s,
+                               c.time.time.step_s, gb(c.memory.total), gb(c.memory.headroom()),
+                               usd_per_token(c) > 0 ? fmt::format("{:.4g}", usd_per_token(c) * 1e6) : "-");
+        }
+        return 0;
     }
     out << fmt::format("\nBest layouts by {} (best configuration of each layout); memory per GPU in GB (10^9 B) against a "
                        "capacity of {} per GPU:\n",
                        rank == RankBy::Cost ? "cost to train" : "throughput", gb(r.top.front().memory.capacity));
-    out << fmt::format("{:>3}  {:<22} {:>9} {:>4} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "zero",
+    out << fmt::format("{:>3}  {:<26} {:>9} {:>4} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "zero",
                        "recompute", "offl", "tokens/s", "MFU", "step", "mem/GPU", "time split compute/comm/bubble");
     int i = 1;
     for (const auto& c : r.top) {
         const TrainingSetup& t = c.scenario.setup;
         const TimeBreakdown& tb = c.time.time;
-        out << fmt::format("{:>3}  {:<22} {:>9} {:>4} {:>10} {:>6} {:>12.0f} {:>5.1f}% {:>8.3f}s  {:>11}  {:.0f}/{:.0f}/{:.0f} %\n", i++,
+        out << fmt::format("{:>3}  {:<26} {:>9} {:>4} {:>10} {:>6} {:>12.0f} {:>5.1f}% {:>8.3f}s  {:>11}  {:.0f}/{:.0f}/{:.0f} %\n", i++,
                            layout_text(c.scenario), fmt::format("{}x{}", t.micro_batch, t.grad_accum), t.zero_stage,
                            to_string(t.recompute), to_string(t.optimizer_offload), c.time.throughput.tokens_per_s,
                            100 * c.time.throughput.mfu, tb.step_s, gb(c.memory.total), 100 * tb.compute_s / tb.step_s,

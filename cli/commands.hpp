@@ -52,7 +52,9 @@ struct PlanOptions {
     int top = 10;
     std::string rank = "throughput";
     unsigned threads = 0;
-    bool fixed_layout = false, tp_across_nodes = false;
+    bool fixed_layout = false, tp_across_nodes = false, tp_within_node = false;
+    bool pareto = false, exhaustive = false;
+    std::optional<double> min_headroom_gb;
     bool q_max_mb = false, q_max_seq = false, q_min_gpus = false;
     std::optional<double> target_tps, max_gpus;
     bool json = false, csv = false;

@@ -35,6 +35,9 @@ json simulate_remedy(const json& rem) {
     if (!h["inter_node"].get<std::string>().empty()) a.insert(a.end(), {"--inter-node", h["inter_node"].get<std::string>()});
     if (h["nics_per_node"].get<int>() > 0) a.insert(a.end(), {"--nics-per-node", str(h["nics_per_node"])});
     if (p["sequence_parallel"].get<bool>()) a.push_back("--sp");
+    // Fields the layout search varies since issue 14 (TP/parameter-gather overlap, FSDP strategy, parameter offload).
+    a.insert(a.end(), {"--tp-comm-overlap", p["tp_comm_overlap"].get<bool>() ? "on" : "off", "--fsdp", t["fsdp"].get<std::string>(),
+                       "--offload-params", t["param_offload"].get<std::string>()});
     if (run["loader_workers"].get<int>() > 0)
         a.insert(a.end(), {"--loader-workers", str(run["loader_workers"]), "--worker-samples-per-s", str(run["worker_samples_per_s"])});
     if (run["storage_bytes_per_s"].get<double>() > 0) a.insert(a.end(), {"--storage-gb-s", std::to_string(run["storage_bytes_per_s"].get<double>() / 1e9)});

@@ -62,7 +62,9 @@ TEST_CASE("the search is deterministic whatever the thread count", "[search]") {
     REQUIRE(a.top.size() == b.top.size());
     REQUIRE(a.top.size() == c.top.size());
     CHECK(a.evaluated == c.evaluated);
-    CHECK(a.feasible == c.feasible);
+    // (feasible counts only what branch and bound evaluated, which depends on
+    // when each thread learns the incumbent; the space and the rejections do not.)
+    CHECK(a.rejected == c.rejected);
     for (size_t i = 0; i < a.top.size(); ++i) {
         CHECK(a.top[i].time.throughput.tokens_per_s == b.top[i].time.throughput.tokens_per_s);
         CHECK(a.top[i].scenario.setup.layout.tp == c.top[i].scenario.setup.layout.tp);
@@ -197,8 +199,16 @@ TEST_CASE("plan --min-gpus from the default single GPU: whole servers, no NaN, t
     const auto& b = j["best"];
     CHECK(b["throughput"]["tokens_per_s"].get<double>() > 0);
     CHECK(b["hardware"]["gpus_per_node"].get<int>() == std::min(n, 8));
-    // 70B in bf16 is 138 GB of weights: more than one 85.5 GB card holds, so at least 2.
-    CHECK(n >= 2);
+    // 70B in bf16 is 138 GB of weights: more than one 85.5 GB card holds, so one
+    // card only with the weights themselves offloaded (ZeRO-Infinity parameter
+    // offload, Rajbhandari et al. 2021; the search varies param_offload since
+    // issue 14), else at least 2.
+    if (n == 1) {
+        CHECK(b["training"]["param_offload"] != "none");
+        CHECK(r.out.find("parameter offload to") != std::string::npos);
+    } else {
+        CHECK(n >= 2);
+    }
     // Every setting the answer relies on is named in the text.
     const auto& t = b["training"];
     if (t["zero"].get<int>() > 0) CHECK(r.out.find("ZeRO-" + std::to_string(t["zero"].get<int>())) != std::string::npos);

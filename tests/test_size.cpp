@@ -53,6 +53,9 @@ TEST_CASE("size: Llama-3-8B, 1T tokens, 30 days -- every candidate's numbers agr
             "--offload-optimizer", l["optimizer_offload"].get<std::string>(), "--tokens", "1e12", "--json"};
         std::vector<std::string> full = args;
         if (l["sequence_parallel"].get<bool>()) full.push_back("--sp");
+        // Searched since issue 14: parameter offload, FSDP strategy, TP / parameter-gather overlap.
+        full.insert(full.end(), {"--offload-params", l["param_offload"].get<std::string>(), "--fsdp", l["fsdp"].get<std::string>(),
+                                 "--tp-comm-overlap", l["tp_comm_overlap"].get<bool>() ? "on" : "off"});
         // The node preset the sizing used for this GPU, if any, gives the links.
         if (c["gpu"] == "rtx-4090") full.insert(full.end(), {"--node", "8x-rtx-4090", "--inter-node", "eth-100g"});
         if (c["gpu"] == "h100-sxm") full.insert(full.end(), {"--node", "dgx-h100"});
@@ -297,10 +300,13 @@ TEST_CASE("size: the true reason a candidate is rejected (the --max-gpus cap is 
     const std::string why = rep["candidates"][0]["why_not"];
     CHECK(why.find("--max-gpus cap of 16 GPUs") != std::string::npos);
     CHECK(why.find("stop helping") == std::string::npos);
-    // A model that fits nowhere: Llama-3.1-405B on one RTX 4090 node at most.
+    // Llama-3.1-405B on one RTX 4090 node at most: it fits only with its parameters
+    // offloaded (ZeRO-Infinity, which the search now tries), and then 1e9 tokens take
+    // weeks: 6 x 405e9 x 1e9 FLOP / (8 x 165e12 FLOP/s) = 21 days of pure math even at
+    // peak. The cap is still named as the reason, not the model.
     const json big = size_json_args({"size", "llama-3.1-405b", "--tokens", "1e9", "--deadline-days", "30", "--candidates", "rtx-4090",
                                      "--max-gpus", "8"});
-    CHECK(big["candidates"][0]["why_not"].get<std::string>().find("no layout fits in memory with up to 8 GPUs") != std::string::npos);
+    CHECK(big["candidates"][0]["why_not"].get<std::string>().find("--max-gpus cap of 8 GPUs") != std::string::npos);
 }
 
 TEST_CASE("size: every flag value is checked like the same key in the goal file", "[size][issue12][bad-input]") {
@@ -406,6 +412,12 @@ TEST_CASE("plan and advise carry the P10-P90 band simulate computes for the same
                                    "--zero", std::to_string(top["training"]["zero"].get<int>()),
                                    "--recompute", top["training"]["recompute"].get<std::string>()};
     if (l["sequence_parallel"].get<bool>()) sargs.push_back("--sp");
+    // The search also varies overlap, sharding and offload: pass them on.
+    for (const std::string& v : {std::string("--tp-comm-overlap"), std::string(l["tp_comm_overlap"].get<bool>() ? "true" : "false"),
+                                 std::string("--fsdp"), top["training"]["fsdp"].get<std::string>(), std::string("--offload-params"),
+                                 top["training"]["param_offload"].get<std::string>(), std::string("--offload-optimizer"),
+                                 top["training"]["optimizer_offload"].get<std::string>()})
+        sargs.push_back(v);
     const json s2 = tp_test::cli_json("simulate", sargs);
     CHECK(top["throughput"]["tokens_per_s"].get<double>() == Approx(s2["throughput"]["tokens_per_s"].get<double>()));
     CHECK(top["throughput"]["tokens_per_s_p10"].get<double>() == Approx(s2["throughput"]["tokens_per_s_p10"].get<double>()));

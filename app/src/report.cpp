@@ -1,4 +1,5 @@
 #include "trainplan/app/report.hpp"
+#include "trainplan/app/format.hpp"
 
 #include <fmt/format.h>
 
@@ -71,22 +72,11 @@ std::string layout(const SizingOption& o) {
                        t.optimizer_offload != Offload::None ? ", optimizer offload to " + std::string(to_string(t.optimizer_offload)) : "");
 }
 // The simulate command that reproduces an option's layout (its flags are the schema's).
-std::string simulate_command(const SizingReport& r, const SizingOption& o, const std::string& node_id) {
-    const Scenario& s = o.best.scenario;
-    const TrainingSetup& t = s.setup;
-    const ParallelLayout& l = t.layout;
-    std::string c = fmt::format("trainplan simulate {} --gpu {} --gpus {}", s.model.id, o.gpu_id, o.gpus);
-    if (!node_id.empty()) c += " --node " + node_id;
-    else
-        c += fmt::format(" --gpus-per-node {}", s.cluster.gpus_per_node);
-    if (!s.cluster.intra_node.id.empty()) c += " --intra-node " + s.cluster.intra_node.id;
-    if (o.nodes > 1 && !s.cluster.inter_node.id.empty()) c += " --inter-node " + s.cluster.inter_node.id;
-    c += fmt::format(" --method {} --precision {} --seq-len {} --tp {} --pp {} --vp {} --ep {} --schedule {} --micro-batch {} --grad-accum {} "
-                     "--zero {} --recompute {} --offload-optimizer {}{} --tokens {:g}",
-                     to_string(t.method), to_string(t.precision), t.seq_len, l.tp, l.pp, l.vp, l.ep, to_string(l.schedule), t.micro_batch,
-                     t.grad_accum, t.zero_stage, to_string(t.recompute), to_string(t.optimizer_offload), l.sequence_parallel ? " --sp" : "",
-                     r.goal.tokens);
-    return c;
+std::string simulate_command(const SizingReport& r, const SizingOption& o, const std::string& /*node_id*/) {
+    // The schema writes the command line (every field that differs from its default, the
+    // GUI's "copy command line" too), so a layout dimension the search gains is reproduced
+    // without touching the report.
+    return command_line(o.best.scenario, "", "simulate") + fmt::format(" --tokens {:g}", r.goal.tokens);
 }
 std::string node_id_of(const SizingOption& o) { return o.bom.node_id; }
 std::string esc(const std::string& s) {
@@ -405,7 +395,8 @@ nlohmann::json layout_json(const SizingReport& r, const SizingOption& o) {
     const ClusterSpec& c = o.best.scenario.cluster;
     return {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"vp", l.vp}, {"ep", l.ep}, {"sequence_parallel", l.sequence_parallel},
             {"schedule", to_string(l.schedule)}, {"micro_batch", t.micro_batch}, {"grad_accum", t.grad_accum}, {"zero", t.zero_stage},
-            {"recompute", to_string(t.recompute)}, {"optimizer_offload", to_string(t.optimizer_offload)}, {"method", to_string(t.method)},
+            {"recompute", to_string(t.recompute)}, {"optimizer_offload", to_string(t.optimizer_offload)},
+            {"param_offload", to_string(t.param_offload)}, {"fsdp", to_string(t.fsdp)}, {"tp_comm_overlap", t.tp_comm_overlap}, {"method", to_string(t.method)},
             {"precision", to_string(t.precision)}, {"seq_len", t.seq_len}, {"gpus_per_node", c.gpus_per_node},
             {"intra_node", c.intra_node.id}, {"inter_node", c.inter_node.id}, {"simulate", simulate_command(r, o, node_id_of(o))}};
 }

@@ -243,6 +243,7 @@ std::vector<std::string> diff_settings(const Scenario& a, const Scenario& b) {
     cmp("param_offload", to_string(p.param_offload), to_string(q.param_offload));
     cmp("recompute", to_string(p.recompute), to_string(q.recompute));
     cmp("flash_attention", p.flash_attention ? "on" : "off", q.flash_attention ? "on" : "off");
+    cmp("tp_comm_overlap", p.tp_comm_overlap ? "on" : "off", q.tp_comm_overlap ? "on" : "off");
     return ch.lines;
 }
 

@@ -1,29 +1,91 @@
 #include "trainplan/search.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <ctime>
+#include <iterator>
+#include <limits>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <tuple>
 
+#include "trainplan/enums.hpp"
 #include "trainplan/moves.hpp"
 
 namespace trainplan {
 
 namespace {
 
-struct Config {
-    int tp, pp, vp, ep;
+// ---------------------------------------------------------------------------
+// The space. Three levels, each generated from the enum tables and the rule
+// table (rules.hpp), each rule checked as soon as its stage is set:
+//   shape    tp x pp x schedule/vp x ep x sp x micro-batch: the step's work,
+//            layout and pipeline (what compute, bubble, TP/PP/EP traffic read)
+//   setup    zero stage x FSDP strategy x optimizer offload x parameter offload
+//            (what only memory, DP traffic, the optimizer and offload read)
+//   leaf     recompute x tp_comm_overlap, both in time order: the first value
+//            of each list is the fastest (see the bound argument below).
+// A new dimension joins a level by its row in kSetupAxes (setup) or a loop in
+// enumerate_shapes (shape): context parallelism is a shape dimension (it
+// changes the work per GPU), a new recompute or offload variant is a new row of
+// its enum table and joins by itself.
+
+struct Shape {
+    int tp, pp, dp, vp, ep;
     bool sp;
     Schedule schedule;
-    std::int64_t mb;
-    int zero;
-    Recompute recompute;
-    Offload offload;
+    std::int64_t mb, ga;
 };
 
-// Layout identity for de-duplication: the best configuration per parallel layout.
-using LayoutKey = std::tuple<int, int, int, int>;  // tp, pp, dp, ep (best vp, schedule, ... inside)
+// Setup dimensions: schema key, the values (from the enum table, in table
+// order) and how one is set. FSDP: only HYBRID_SHARD is a model point of its
+// own; FULL_SHARD, SHARD_GRAD_OP and NO_SHARD are spellings of ZeRO 3, 2 and 0
+// (sharding.cpp reads fsdp only to place a hybrid shard group), so they would
+// count one configuration twice.
+struct SetupAxis {
+    const char* key;
+    std::vector<int> (*values)(const Scenario& base, const SearchSpace& sp);
+    void (*set)(TrainingSetup& t, int v);
+};
+template <class E>
+std::vector<int> all_of() {
+    std::vector<int> v;
+    for (const EnumEntry& e : enum_table<E>().entries) v.push_back(e.value);
+    return v;
+}
+const SetupAxis kSetupAxes[] = {
+    {"zero",
+     [](const Scenario& b, const SearchSpace& sp) { return sp.vary_zero ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{b.setup.zero_stage}; },
+     [](TrainingSetup& t, int v) { t.zero_stage = v; }},
+    {"fsdp",
+     [](const Scenario& b, const SearchSpace& sp) {
+         return sp.vary_zero ? std::vector<int>{static_cast<int>(FsdpStrategy::None), static_cast<int>(FsdpStrategy::HybridShard)}
+                             : std::vector<int>{static_cast<int>(b.setup.fsdp)};
+     },
+     [](TrainingSetup& t, int v) { t.fsdp = static_cast<FsdpStrategy>(v); }},
+    {"optimizer_offload",
+     [](const Scenario& b, const SearchSpace& sp) { return sp.vary_offload ? all_of<Offload>() : std::vector<int>{static_cast<int>(b.setup.optimizer_offload)}; },
+     [](TrainingSetup& t, int v) { t.optimizer_offload = static_cast<Offload>(v); }},
+    {"param_offload",
+     [](const Scenario& b, const SearchSpace& sp) { return sp.vary_offload ? all_of<Offload>() : std::vector<int>{static_cast<int>(b.setup.param_offload)}; },
+     [](TrainingSetup& t, int v) { t.param_offload = static_cast<Offload>(v); }},
+};
+constexpr size_t kSetupDims = std::size(kSetupAxes);
+using SetupCombo = std::array<int, kSetupDims>;
+
+// CPU time of the calling thread (not wall time: the search is measured on
+// shared machines).
+double thread_cpu_s() {
+#if defined(CLOCK_THREAD_CPUTIME_ID)
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+#else
+    return 0;  // no per-thread CPU clock: the figures read 0
+#endif
+}
 
 std::vector<int> divisors(int n) {
     std::vector<int> d;
@@ -31,53 +93,147 @@ std::vector<int> divisors(int n) {
         if (n % i == 0) d.push_back(i);
     return d;
 }
-
-struct Outcome {
-    double score = 0;  // higher is better
-    size_t index = 0;  // position in the enumeration: tie-breaker, determinism
-    Config cfg{};
-    MemoryBreakdown memory;
-    TimeEstimate time;
-};
-
-bool better(const Outcome& a, const Outcome& b) {
-    if (a.score != b.score) return a.score > b.score;
-    return a.index < b.index;
+std::vector<std::int64_t> divisors64(std::int64_t n, std::int64_t limit) {
+    std::vector<std::int64_t> lo, hi;
+    for (std::int64_t i = 1; i * i <= n; ++i)
+        if (n % i == 0) {
+            lo.push_back(i);
+            if (i != n / i) hi.push_back(n / i);
+        }
+    lo.insert(lo.end(), hi.rbegin(), hi.rend());
+    std::vector<std::int64_t> out;
+    for (auto d : lo)
+        if (d <= limit) out.push_back(d);
+    return out;
 }
 
-void apply(Scenario& s, const Config& c, std::int64_t global_batch) {
+// FSDP HYBRID_SHARD is ZeRO-3 with the shard inside the node (parse_toml's
+// fsdp/zero consistency): the search keeps that pairing.
+bool setup_consistent(const TrainingSetup& t) { return t.fsdp != FsdpStrategy::HybridShard || t.zero_stage == 3; }
+
+void apply_shape(Scenario& s, const Shape& h) {
     TrainingSetup& t = s.setup;
     ParallelLayout& p = t.layout;
-    p.tp = c.tp;
-    p.pp = c.pp;
-    p.vp = c.vp;
-    p.ep = c.ep;
-    p.sequence_parallel = c.sp;
-    p.schedule = c.schedule;
-    p.dp = s.cluster.num_gpus / (c.tp * c.pp);
-    t.micro_batch = c.mb;
-    t.grad_accum = global_batch / (c.mb * p.dp);
-    t.zero_stage = c.zero;
-    t.recompute = c.recompute;
-    t.optimizer_offload = c.offload;
-    if (t.fsdp != FsdpStrategy::None && c.zero != 3) t.fsdp = FsdpStrategy::None;
+    p.tp = h.tp;
+    p.pp = h.pp;
+    p.dp = h.dp;
+    p.vp = h.vp;
+    p.ep = h.ep;
+    p.sequence_parallel = h.sp;
+    p.schedule = h.schedule;
+    t.micro_batch = h.mb;
+    t.grad_accum = h.ga;
 }
+void apply_setup(Scenario& s, const SetupCombo& c) {
+    for (size_t i = 0; i < kSetupDims; ++i) kSetupAxes[i].set(s.setup, c[i]);
+}
+
+// Ranking: by step time, then by enumeration index (the tie-break that makes
+// the answer the same for any thread count and for brute force).
+struct Leaf {
+    std::int64_t index = 0;
+    double step = 0, headroom = 0;
+    int shape = 0, combo = 0, rec = 0, ov = 0;
+};
+bool better(const Leaf& a, const Leaf& b) {
+    if (a.step != b.step) return a.step < b.step;
+    return a.index < b.index;
+}
+using LayoutKey = std::tuple<int, int, int, int>;  // tp, pp, dp, ep
+
+// Best configuration per layout and the k best layouts so far, shared by the
+// workers; `threshold` is the k-th best layout's step time (infinity until k
+// layouts are known): a subtree whose lower bound exceeds it cannot change
+// the answer.
+struct TopK {
+    size_t k;
+    std::mutex mu;
+    std::map<LayoutKey, Leaf> best;
+    std::atomic<double> threshold{std::numeric_limits<double>::infinity()};
+    void offer(const LayoutKey& key, const Leaf& l) {
+        std::lock_guard lock(mu);
+        auto it = best.find(key);
+        if (it != best.end() && !better(l, it->second)) return;
+        best[key] = l;
+        if (best.size() < k) return;
+        std::vector<double> steps;
+        steps.reserve(best.size());
+        for (const auto& [_, v] : best) steps.push_back(v.step);
+        std::nth_element(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(k - 1), steps.end());
+        threshold.store(steps[k - 1]);
+    }
+};
 
 }  // namespace
 
+// ---------------------------------------------------------------------------
+// Why branch and bound returns the exact answer (and what the brute-force test
+// in test_search.cpp checks on random spaces small enough to enumerate):
+//
+// step = compute + bubble + TP + PP + EP + exposed DP + optimizer + offload
+// (+ a data stall that only raises it; time.cpp). Of these,
+//  - compute, bubble, TP, PP and EP read the shape and the leaf dimensions, and
+//    none of the setup dimensions (ZeRO, FSDP, offloads change the ShardPlan's
+//    divisors and DP groups, which only the DP, optimizer and offload terms read);
+//  - exposed DP, optimizer and offload are >= 0.
+// So one evaluation per shape at its fastest leaf values gives a floor valid
+// for every configuration under it: compute + bubble + TP + PP + EP ("shape
+// bound": compute floor + bubble floor + model-parallel traffic floor).
+// Leaf dimensions are listed fastest first: recompute none < selective < full
+// adds recompute FLOPs >= 0 to compute (and so to the bubble, per micro-batch)
+// and full recompute repeats the TP all-reduce, while nothing on the DP side
+// reads recompute; tp_comm_overlap on multiplies TP traffic by
+// tp_comm_exposed_fraction <= 1 (defaults.toml) and hides parameter gathers
+// (max(0, ag - fwd) <= ag). Hence the step at the first leaf values is a floor
+// for every leaf of a (shape, setup) node ("node bound").
+// Shapes are visited in order of their bound; the search stops at the first
+// shape whose bound exceeds the k-th best layout found so far, and skips a node
+// whose bound does. Memory does not read tp_comm_overlap, so overlap off (same
+// memory, never faster, later index) is dominated and never evaluated.
+// Recompute variants are tried in time order: the first that fits is the
+// node's best (dominance); for the Pareto front every fitting one is timed.
+// Only strict inequalities prune, and ties go to the lower enumeration index,
+// so every configuration of the true top-k is evaluated, whatever order the
+// threads reach it in: the answer equals brute force for any thread count.
+
 PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t top_n, RankBy rank, unsigned threads,
                         std::int64_t global_batch) {
+    (void)rank;  // step time orders tokens/s and cost alike at a fixed GPU count
     const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = thread_cpu_s();
     PlanResult res;
     const ModelSpec& m = base.model;
     const int n = base.cluster.num_gpus;
     const std::int64_t gb = global_batch > 0 ? global_batch : base.setup.global_batch();
+    top_n = std::max<size_t>(top_n, 1);
 
-    // ---- enumerate. Each dimension is set on a working scenario and that
-    // stage's rules (rules.hpp) are checked as soon as they can be decided.
-    std::vector<Config> configs;
+    // ---- setup combinations and leaf values (the same for every shape).
+    std::vector<SetupCombo> combos{SetupCombo{}};
+    for (size_t d = 0; d < kSetupDims; ++d) {
+        std::vector<SetupCombo> next;
+        for (const SetupCombo& c : combos)
+            for (int v : kSetupAxes[d].values(base, space)) {
+                SetupCombo x = c;
+                x[d] = v;
+                next.push_back(x);
+            }
+        combos = std::move(next);
+    }
+    // Leaf lists in time order (fastest first): the enum table lists recompute
+    // from none to full; overlap on before off.
+    std::vector<Recompute> recs{base.setup.recompute};
+    if (space.vary_recompute) {
+        recs.clear();
+        for (int v : all_of<Recompute>()) recs.push_back(static_cast<Recompute>(v));
+    }
+    std::vector<bool> ovs{base.setup.tp_comm_overlap};
+    if (space.vary_overlap) ovs = {true, false};
+    const std::int64_t R = static_cast<std::int64_t>(recs.size()), O = static_cast<std::int64_t>(ovs.size());
+    const std::int64_t J = static_cast<std::int64_t>(combos.size());
+
+    // ---- enumerate shapes; count the valid setups of each.
     RuleOptions ropt;
-    ropt.tp_within_node = !space.allow_tp_across_nodes;
+    ropt.tp_within_node = space.tp_within_node;
     ropt.global_batch = gb;
     Scenario w = base;
     TrainingSetup& wt = w.setup;
@@ -87,46 +243,56 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         if (r) res.rejected[static_cast<size_t>(*r)] += count;
         return r.has_value();
     };
+    std::vector<Shape> shapes;
+    std::vector<std::vector<int>> valid_combos;  // per shape: indices into combos
+    struct SetupCheck {
+        std::vector<int> ok;  // indices into combos
+        RuleCounts rejected{};
+    };
+    using LayoutCacheKey = std::array<int, 6>;  // tp, pp, dp, ep, vp, schedule
+    std::map<LayoutCacheKey, SetupCheck> combos_by_pp;
+    std::int64_t space_size = 0;
     wl.vp = 1;
     wl.ep = 1;
     wl.schedule = Schedule::OneF1B;
     const std::vector<int> tps = space.vary_tp ? divisors(n) : std::vector<int>{base.setup.layout.tp};
+    const std::vector<std::int64_t> mb_universe =
+        space.vary_micro_batch ? divisors64(gb, space.max_micro_batch) : std::vector<std::int64_t>{base.setup.micro_batch};
     for (int tp : tps) {
-        if (n % tp) continue;
+        if (tp < 1 || n % tp) continue;
         wl.tp = tp;
+        wl.pp = 1;
+        wl.dp = n / tp;
         if (broken(RuleStage::TensorParallel)) continue;
         const std::vector<int> pps = space.vary_pp ? divisors(n / tp) : std::vector<int>{base.setup.layout.pp};
         for (int pp : pps) {
-            if ((n / tp) % pp) continue;
+            if (pp < 1 || (n / tp) % pp) continue;
             wl.pp = pp;
             wl.dp = n / (tp * pp);
             wl.vp = 1;
             wl.schedule = Schedule::OneF1B;
             if (broken(RuleStage::Pipeline) || broken(RuleStage::Schedule)) continue;
             const int dp = wl.dp;
-            std::vector<std::pair<int, Schedule>> schedules{{1, Schedule::OneF1B}};
+            // Schedules from the enum table: 1F1B; GPipe and every interleaving
+            // depth 2..layers/pp when pipelined (the rule table rejects the
+            // depths that do not split the layers).
+            std::vector<std::pair<int, Schedule>> schedules;
             if (!space.vary_schedule) schedules = {{base.setup.layout.vp, base.setup.layout.schedule}};
-            else if (pp > 1) {
-                schedules.push_back({1, Schedule::GPipe});
-                for (int v = 2; v <= space.max_vp; ++v)
-                    if (m.num_layers % (std::int64_t{pp} * v) == 0) schedules.push_back({v, Schedule::Interleaved});
-            }
+            else
+                for (int sv : all_of<Schedule>()) {
+                    const auto sc = static_cast<Schedule>(sv);
+                    if (sc == Schedule::Interleaved) {
+                        if (pp < 2) continue;
+                        const std::int64_t most = std::min<std::int64_t>(space.max_vp, m.num_layers / pp);
+                        for (int v = 2; v <= most; ++v) schedules.push_back({v, sc});
+                    } else if (sc == Schedule::OneF1B || pp > 1) {
+                        schedules.push_back({1, sc});  // GPipe on one stage is 1F1B: one point
+                    }
+                }
             std::vector<int> eps{space.vary_ep ? 1 : base.setup.layout.ep};
             if (m.is_moe() && space.vary_ep) eps = divisors(m.moe.num_experts);
             std::vector<bool> sps{base.setup.layout.sequence_parallel && tp > 1};
             if (tp > 1 && space.vary_sp) sps = {false, true};
-            std::vector<std::int64_t> mbs{base.setup.micro_batch};
-            if (space.vary_micro_batch) {
-                mbs.clear();
-                for (std::int64_t mb = 1; mb <= space.max_micro_batch; mb *= 2) mbs.push_back(mb);
-            }
-            std::vector<int> zeros{base.setup.zero_stage};
-            // One GPU shards nothing, but ZeRO-Offload (stage 2 + CPU optimizer) still applies.
-            if (space.vary_zero) zeros = dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 2};
-            std::vector<Recompute> recs{base.setup.recompute};
-            if (space.vary_recompute) recs = {Recompute::None, Recompute::Selective, Recompute::Full};
-            std::vector<Offload> offs{base.setup.optimizer_offload};
-            if (space.vary_offload) offs = {Offload::None, Offload::CPU};
             for (auto [v, sched] : schedules) {
                 wl.vp = v;
                 wl.schedule = sched;
@@ -135,86 +301,235 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                     wl.ep = ep;
                     if (broken(RuleStage::Experts)) continue;
                     for (bool sp : sps)
-                        for (std::int64_t mb : mbs) {
+                        for (std::int64_t mb : mb_universe) {
                             wt.micro_batch = mb;
                             wt.grad_accum = std::max<std::int64_t>(1, gb / (mb * dp));
                             if (broken(RuleStage::Batch)) continue;
-                            for (int z : zeros)
-                                for (Offload o : offs) {
-                                    // Setup rules do not read the recompute policy: one
-                                    // check covers (and counts) all its variants.
-                                    wt.zero_stage = z;
-                                    wt.optimizer_offload = o;
-                                    if (broken(RuleStage::Setup, static_cast<std::int64_t>(recs.size()))) continue;
-                                    for (Recompute r : recs) configs.push_back({tp, pp, v, ep, sp, sched, mb, z, r, o});
+                            // Setup rules read the layout (ZeRO >= 2 with pipelining)
+                            // and the setup, not the micro-batch or SP: decided once
+                            // per layout, counted per shape.
+                            const LayoutCacheKey ck{tp, pp, dp, ep, v, static_cast<int>(sched)};
+                            auto it = combos_by_pp.find(ck);
+                            if (it == combos_by_pp.end()) {
+                                SetupCheck sc;
+                                const RuleCounts before = res.rejected;
+                                for (std::int64_t j = 0; j < J; ++j) {
+                                    apply_setup(w, combos[static_cast<size_t>(j)]);
+                                    if (!setup_consistent(wt)) continue;
+                                    if (broken(RuleStage::Setup, R * O)) continue;
+                                    sc.ok.push_back(static_cast<int>(j));
                                 }
+                                for (size_t r = 0; r < kRuleCount; ++r) sc.rejected[r] = res.rejected[r] - before[r];
+                                res.rejected = before;
+                                it = combos_by_pp.emplace(ck, std::move(sc)).first;
+                            }
+                            for (size_t r = 0; r < kRuleCount; ++r) res.rejected[r] += it->second.rejected[r];
+                            const std::vector<int>& ok = it->second.ok;
+                            if (ok.empty()) continue;
+                            shapes.push_back({tp, pp, dp, v, ep, sp, sched, mb, gb / (mb * dp)});
+                            valid_combos.push_back(ok);
+                            space_size += static_cast<std::int64_t>(ok.size()) * R * O;
                         }
                 }
             }
         }
     }
+    res.evaluated = space_size;
 
-    // ---- evaluate in parallel: contiguous chunks, best per layout per chunk.
     const LayerGraph graph = build_layer_graph(m, base.setup);
+    const double headroom_needed = std::max(0.0, space.min_headroom_bytes);
+    auto fits = [&](const MemoryBreakdown& b) { return b.total + headroom_needed <= b.capacity; };
+    auto leaf_index = [&](size_t shape, std::int64_t j, std::int64_t r, std::int64_t o) {
+        return ((static_cast<std::int64_t>(shape) * J + j) * R + r) * O + o;
+    };
     unsigned nthreads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
-    nthreads = static_cast<unsigned>(std::min<size_t>(nthreads, std::max<size_t>(1, configs.size() / 256)));
-    struct Local {
-        std::map<LayoutKey, Outcome> best;
-        std::int64_t oom = 0, feasible = 0;
-    };
-    std::vector<Local> locals(nthreads);
-    auto worker = [&](unsigned w) {
-        Scenario s = base;
-        Local& L = locals[w];
-        const size_t lo = configs.size() * w / nthreads, hi = configs.size() * (w + 1) / nthreads;
-        for (size_t i = lo; i < hi; ++i) {
-            const Config& c = configs[i];
-            apply(s, c, gb);
-            const MemoryEstimate me = estimate_memory(s, graph);
-            if (!me.peak().fits()) { ++L.oom; continue; }
-            ++L.feasible;
-            Outcome o;
-            o.index = i;
-            o.cfg = c;
-            o.memory = me.peak();
-            o.time = estimate_time(s, graph);
-            o.score = rank == RankBy::Cost && o.time.cost.rent_cost_usd > 0 ? -o.time.cost.rent_cost_usd
-                                                                             : o.time.throughput.tokens_per_s;
-            const LayoutKey key{c.tp, c.pp, s.setup.layout.dp, c.ep};
-            auto it = L.best.find(key);
-            if (it == L.best.end() || better(o, it->second)) L.best[key] = o;
-        }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned w = 1; w < nthreads; ++w) pool.emplace_back(worker, w);
-    worker(0);
-    for (auto& th : pool) th.join();
+    nthreads = static_cast<unsigned>(std::min<size_t>(nthreads, std::max<size_t>(1, shapes.size() / 8)));
 
-    std::map<LayoutKey, Outcome> best;
-    for (const Local& L : locals) {
-        res.out_of_memory += L.oom;
-        res.feasible += L.feasible;
-        for (const auto& [k, o] : L.best) {
-            auto it = best.find(k);
-            if (it == best.end() || better(o, it->second)) best[k] = o;
-        }
+    std::atomic<bool> cancel{false};
+    std::atomic<size_t> done{0};
+    auto report = [&](unsigned worker) {
+        if (worker != 0 || !space.progress || shapes.empty()) return;
+        if (!space.progress(static_cast<double>(done.load()) / static_cast<double>(shapes.size()))) cancel = true;
+    };
+    struct Counters {
+        std::int64_t mem = 0, time = 0, bound = 0, pruned = 0, feasible = 0, oom = 0;
+        std::int64_t visited = 0;  // configurations under the shapes a worker opened
+        std::vector<Leaf> points;  // pareto candidates
+    };
+    std::vector<Counters> counters(nthreads);
+    // Each worker's CPU time (its own clock: what a core of its own would take,
+    // whatever else the machine runs) is reported with the serial part.
+    std::vector<double> worker_cpu(nthreads, 0.0);
+    auto run_workers = [&](auto&& body) {
+        auto timed = [&](unsigned t) {
+            const double c0 = thread_cpu_s();
+            body(t);
+            worker_cpu[t] += thread_cpu_s() - c0;
+        };
+        std::vector<std::thread> pool;
+        for (unsigned t = 1; t < nthreads; ++t) pool.emplace_back(timed, t);
+        timed(0u);
+        for (auto& th : pool) th.join();
+    };
+
+    TopK top{top_n};
+    auto layout_of = [&](const Shape& h) { return LayoutKey{h.tp, h.pp, h.dp, h.ep}; };
+
+    if (space.exhaustive) {
+        // ---- brute force: every configuration, memory then time.
+        std::atomic<size_t> next{0};
+        run_workers([&](unsigned wk) {
+            Scenario s = base;
+            Counters& C = counters[wk];
+            for (size_t i; !cancel && (i = next++) < shapes.size();) {
+                apply_shape(s, shapes[i]);
+                for (int j : valid_combos[i]) {
+                    apply_setup(s, combos[static_cast<size_t>(j)]);
+                    for (std::int64_t r = 0; r < R; ++r)
+                        for (std::int64_t o = 0; o < O; ++o) {
+                            s.setup.recompute = recs[static_cast<size_t>(r)];
+                            s.setup.tp_comm_overlap = ovs[static_cast<size_t>(o)];
+                            const MemoryBreakdown mb = estimate_memory(s, graph).peak();
+                            ++C.mem;
+                            if (!fits(mb)) { ++C.oom; continue; }
+                            ++C.feasible;
+                            const TimeEstimate te = estimate_time(s, graph);
+                            ++C.time;
+                            Leaf l{leaf_index(i, j, r, o), te.time.step_s, mb.headroom(), static_cast<int>(i), j, static_cast<int>(r), static_cast<int>(o)};
+                            top.offer(layout_of(shapes[i]), l);
+                            if (space.pareto) C.points.push_back(l);
+                        }
+                }
+                ++done;
+                report(wk);
+            }
+        });
+    } else {
+        // ---- shape bounds (one evaluation per shape, static split: deterministic).
+        std::vector<double> shape_lb(shapes.size());
+        SetupCombo relaxed_setup{};
+        for (size_t d = 0; d < kSetupDims; ++d) relaxed_setup[d] = kSetupAxes[d].values(base, space).front();
+        run_workers([&](unsigned wk) {
+            Scenario s = base;
+            const size_t lo = shapes.size() * wk / nthreads, hi = shapes.size() * (wk + 1) / nthreads;
+            apply_setup(s, relaxed_setup);
+            s.setup.recompute = recs.front();
+            s.setup.tp_comm_overlap = ovs.front();
+            for (size_t i = lo; i < hi; ++i) {
+                apply_shape(s, shapes[i]);
+                const TimeBreakdown tb = estimate_time(s, graph).time;
+                shape_lb[i] = tb.compute_s + tb.bubble_s + tb.tp_comm_s + tb.pp_comm_s + tb.ep_comm_s;
+            }
+            counters[wk].bound += static_cast<std::int64_t>(hi - lo);
+        });
+        std::vector<size_t> order(shapes.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return shape_lb[a] != shape_lb[b] ? shape_lb[a] < shape_lb[b] : a < b; });
+
+        // ---- branch and bound over shapes in bound order.
+        std::atomic<size_t> next{0};
+        run_workers([&](unsigned wk) {
+            Scenario s = base;
+            Counters& C = counters[wk];
+            for (size_t pos; !cancel && (pos = next++) < order.size();) {
+                const size_t i = order[pos];
+                const std::int64_t leaves = static_cast<std::int64_t>(valid_combos[i].size()) * R * O;
+                if (!space.pareto && shape_lb[i] > top.threshold.load()) {
+                    // Sorted: every later shape is bounded out too (counted below).
+                    next = order.size();
+                    done = shapes.size();
+                    break;
+                }
+                C.visited += leaves;
+                apply_shape(s, shapes[i]);
+                for (int j : valid_combos[i]) {
+                    apply_setup(s, combos[static_cast<size_t>(j)]);
+                    s.setup.tp_comm_overlap = ovs.front();
+                    // Node bound: the fastest leaf values.
+                    s.setup.recompute = recs.front();
+                    const TimeEstimate first = estimate_time(s, graph);
+                    ++C.bound;
+                    if (!space.pareto && first.time.step_s > top.threshold.load()) { C.pruned += R * O; continue; }
+                    C.pruned += R * (O - 1);  // overlap off: dominated
+                    for (std::int64_t r = 0; r < R; ++r) {
+                        s.setup.recompute = recs[static_cast<size_t>(r)];
+                        const MemoryBreakdown mb = estimate_memory(s, graph).peak();
+                        ++C.mem;
+                        if (!fits(mb)) { ++C.oom; continue; }
+                        ++C.feasible;
+                        double step = first.time.step_s;
+                        if (r > 0) {
+                            step = estimate_time(s, graph).time.step_s;
+                            ++C.time;
+                        }
+                        Leaf l{leaf_index(i, j, r, 0), step, mb.headroom(), static_cast<int>(i), j, static_cast<int>(r), 0};
+                        top.offer(layout_of(shapes[i]), l);
+                        if (!space.pareto) {
+                            // Later recompute values are no faster and come later: dominated.
+                            C.pruned += R - 1 - r;
+                            break;
+                        }
+                        C.points.push_back(l);
+                    }
+                }
+                ++done;
+                report(wk);
+            }
+        });
     }
-    res.evaluated = static_cast<std::int64_t>(configs.size());
-    std::vector<Outcome> ranked;
-    ranked.reserve(best.size());
-    for (auto& [k, o] : best) ranked.push_back(o);
-    std::sort(ranked.begin(), ranked.end(), better);
-    if (ranked.size() > top_n) ranked.resize(top_n);
-    for (const Outcome& o : ranked) {
+    res.cancelled = cancel.load();
+    std::int64_t visited = 0;
+    for (const Counters& C : counters) visited += C.visited;
+    // Shapes never opened were bounded out (or, when cancelled, not reached).
+    if (!space.exhaustive && !res.cancelled) res.pruned += space_size - visited;
+
+    std::vector<Leaf> points;
+    for (Counters& C : counters) {
+        res.memory_evaluations += C.mem;
+        res.time_evaluations += C.time;
+        res.bound_evaluations += C.bound;
+        res.pruned += C.pruned;
+        res.feasible += C.feasible;
+        res.out_of_memory += C.oom;
+        points.insert(points.end(), C.points.begin(), C.points.end());
+    }
+
+    auto materialize = [&](const Leaf& l) {
         PlanCandidate pc;
         pc.scenario = base;
-        apply(pc.scenario, o.cfg, gb);
-        pc.memory = o.memory;
-        pc.time = o.time;
-        pc.cost_usd = o.time.cost.rent_cost_usd;
-        res.top.push_back(std::move(pc));
+        apply_shape(pc.scenario, shapes[static_cast<size_t>(l.shape)]);
+        apply_setup(pc.scenario, combos[static_cast<size_t>(l.combo)]);
+        pc.scenario.setup.recompute = recs[static_cast<size_t>(l.rec)];
+        pc.scenario.setup.tp_comm_overlap = ovs[static_cast<size_t>(l.ov)];
+        pc.memory = estimate_memory(pc.scenario, graph).peak();
+        pc.time = estimate_time(pc.scenario, graph);
+        pc.cost_usd = pc.time.cost.rent_cost_usd;
+        return pc;
+    };
+    std::vector<Leaf> ranked;
+    for (const auto& [k, l] : top.best) ranked.push_back(l);
+    std::sort(ranked.begin(), ranked.end(), better);
+    if (ranked.size() > top_n) ranked.resize(top_n);
+    for (const Leaf& l : ranked) res.top.push_back(materialize(l));
+
+    if (space.pareto) {
+        // Fastest first; a point joins the front when it has more headroom than
+        // every faster (or equally fast, earlier) point.
+        std::sort(points.begin(), points.end(), [](const Leaf& a, const Leaf& b) {
+            if (a.step != b.step) return a.step < b.step;
+            if (a.headroom != b.headroom) return a.headroom > b.headroom;
+            return a.index < b.index;
+        });
+        double most = -std::numeric_limits<double>::infinity();
+        for (const Leaf& l : points)
+            if (l.headroom > most) {
+                most = l.headroom;
+                res.pareto.push_back(materialize(l));
+            }
     }
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.thread_cpu_s = worker_cpu;
+    res.serial_cpu_s = thread_cpu_s() - cpu0 - worker_cpu[0];
     return res;
 }
 
