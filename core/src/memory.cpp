@@ -61,7 +61,9 @@ BytesPerParam bytes_per_trainable_param(const TrainingSetup& t) {
                     b.weights = 2; b.gradients = 2; b.master = 4;
                     break;
                 case Framework::Megatron:   // fp32 main grads: 2 + 4 + 12 = 18 B
-                    b.weights = 2; b.gradients = 4; b.master = 4;
+                    // --grad-reduce-in-bf16 keeps the main-grad buffer in bf16
+                    // (Megatron-Core DDP grad_reduce_in_fp32 = False): 16 B.
+                    b.weights = 2; b.gradients = t.grad_reduce_bf16 ? 2 : 4; b.master = 4;
                     break;
                 case Framework::PyTorchAMP: // fp32 params and grads; autocast caches
                     b.weights = 4 + 2;      // 16-bit copies of the weights for the step
