@@ -2,7 +2,9 @@
 // the attention blocks, the activations split over cp, the process groups and
 // the rules -- each derived by hand from Megatron-Core's context-parallel docs
 // (docs/source/api-guide/context_parallel.rst) and the ring-attention paper
-// (Liu et al. 2023, arXiv 2310.01889).
+// (Liu et al. 2023, arXiv 2310.01889). Then the data-parallel gradient
+// traffic: the reduce dtype (--grad-reduce-bf16) and DeepSpeed ZeRO-2's
+// per-micro-batch reduction.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -146,4 +148,22 @@ TEST_CASE("--grad-reduce-bf16: Megatron reduces (and keeps) its gradients in 16 
     CHECK(bf16["time"]["dp_intra_node_bytes"].get<double>() == Approx(3.5 * psi).epsilon(1e-12));
     CHECK(fp32["memory"]["gradients_bytes"].get<double>() == Approx(4.0 * psi).epsilon(1e-12));
     CHECK(bf16["memory"]["gradients_bytes"].get<double>() == Approx(2.0 * psi).epsilon(1e-12));
+}
+
+TEST_CASE("DeepSpeed ZeRO-2 reduces every micro-batch; ZeRO-1 once per step", "[time][sharding]") {
+    // deepspeed/runtime/zero/stage_1_and_2.py reduces a gradient bucket when
+    // partition_gradients (ZeRO-2) or at the accumulation boundary (ZeRO-1).
+    // Llama-2-7B (Psi = 6,738,415,616), 16-bit gradients (DeepSpeed
+    // convention), 8 GPUs of one node, 4 micro-batches per step. Per rank:
+    //   reduce-scatter of 2 Psi: 7/8 x 2 Psi = 1.75 Psi, all-gather of the
+    //   updated 16-bit weights: 1.75 Psi.
+    //   ZeRO-1: 1.75 + 1.75 = 3.5 Psi;  ZeRO-2: 4 x 1.75 + 1.75 = 8.75 Psi.
+    const double psi = 6'738'415'616.0;
+    auto run = [](const char* zero) {
+        return sim({"llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--framework", "deepspeed", "--zero", zero, "--global-batch", "32"});
+    };
+    const json z1 = run("1"), z2 = run("2");
+    CHECK(z1["time"]["dp_intra_node_bytes"].get<double>() == Approx(3.5 * psi).epsilon(1e-12));
+    CHECK(z2["time"]["dp_intra_node_bytes"].get<double>() == Approx(8.75 * psi).epsilon(1e-12));
+    CHECK(z2["time"]["dp_comm_s"].get<double>() > z1["time"]["dp_comm_s"].get<double>());
 }

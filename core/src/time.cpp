@@ -427,10 +427,18 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     // The last gradient bucket (one of the two DDP buckets in flight, memory_defaults()) is never hidden.
     const double last_bucket = memory_defaults().grad_bucket_bytes / 2 / std::max(1.0, c.link(plan.dp_group.tier).bus_Bps);
     if (t.zero_stage >= 1) {
-        const double rs = dp_allgather(grad_bytes);
+        // DeepSpeed ZeRO-2 keeps only its gradient partition, so it reduces
+        // every micro-batch's gradients as backward produces them, not once at
+        // the accumulation boundary as ZeRO-1 and Megatron's distributed
+        // optimizer do (deepspeed/runtime/zero/stage_1_and_2.py:
+        // reduce_ready_partitions_and_remove_grads reduces when
+        // partition_gradients or at the boundary); each reduce overlaps its own
+        // micro-batch's backward.
+        const double reduces = t.framework == Framework::DeepSpeed && t.zero_stage == 2 ? c.micro_batches : 1.0;
+        const double rs = dp_allgather(grad_bytes, reduces) / reduces;  // one reduce-scatter
         const double ag = dp_allgather(c.crit.trainable() * 2.0);
-        tb.dp_comm_s = rs + ag;
-        tb.dp_exposed_s = std::max(0.0, rs - overlap) + std::min(rs, last_bucket) +
+        tb.dp_comm_s = reduces * rs + ag;
+        tb.dp_exposed_s = reduces * (std::max(0.0, rs - overlap) + std::min(rs, last_bucket)) +
                           (t.tp_comm_overlap ? std::max(0.0, ag - stage_fwd / c.clock) : ag);
     } else {
         tb.dp_comm_s = dp_allreduce(grad_bytes);
