@@ -323,6 +323,10 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::grad_reduce_bf16>("parallel", "grad_reduce_bf16", "--grad-reduce-bf16", "Reduce grads in bf16", boolean(),
                                            "Reduce gradients in 16 bits where they are kept in fp32 (Megatron --grad-reduce-in-bf16)",
                                            TP_AT(setup.grad_reduce_bf16)));
+    f.push_back(row<&In::overlap_grad_reduce>("parallel", "overlap_grad_reduce", "--overlap-grad-reduce", "Overlap grad reduce", boolean(),
+                                              "Reduce gradients bucket by bucket during backward (default on: PyTorch DDP, Megatron "
+                                              "--overlap-grad-reduce); off: after the last backward",
+                                              TP_AT(setup.overlap_grad_reduce)));
     f.push_back(row<&In::schedule>("parallel", "schedule", "--schedule", "Schedule", choice<Schedule>(),
                                    "Pipeline schedule (default 1f1b; interleaved when vp > 1)", TP_AT(setup.layout.schedule)));
     f.back().contextual_default = true;

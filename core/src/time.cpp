@@ -419,11 +419,12 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         return;
     }
     // Gradients reduced once per step, bucketed and overlapped with the last
-    // micro-batch's backward (DDP, Megatron --overlap-grad-reduce). ZeRO-1/2 and
+    // micro-batch's backward (DDP, Megatron --overlap-grad-reduce), or after
+    // it when overlap_grad_reduce is off (Megatron's default). ZeRO-1/2 and
     // Megatron's distributed optimizer reduce-scatter the gradients and
     // all-gather the updated 16-bit weights after the step; that gather hides
     // behind the next forward only with --overlap-param-gather (comm_overlap).
-    const double overlap = stage_bwd / c.clock;
+    const double overlap = t.overlap_grad_reduce ? stage_bwd / c.clock : 0.0;
     // The last gradient bucket (one of the two DDP buckets in flight, memory_defaults()) is never hidden.
     const double last_bucket = memory_defaults().grad_bucket_bytes / 2 / std::max(1.0, c.link(plan.dp_group.tier).bus_Bps);
     if (t.zero_stage >= 1) {
@@ -438,11 +439,11 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         const double rs = dp_allgather(grad_bytes, reduces) / reduces;  // one reduce-scatter
         const double ag = dp_allgather(c.crit.trainable() * 2.0);
         tb.dp_comm_s = reduces * rs + ag;
-        tb.dp_exposed_s = reduces * (std::max(0.0, rs - overlap) + std::min(rs, last_bucket)) +
+        tb.dp_exposed_s = reduces * (std::max(0.0, rs - overlap) + (t.overlap_grad_reduce ? std::min(rs, last_bucket) : 0.0)) +
                           (t.tp_comm_overlap ? std::max(0.0, ag - stage_fwd / c.clock) : ag);
     } else {
         tb.dp_comm_s = dp_allreduce(grad_bytes);
-        tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + std::min(tb.dp_comm_s, last_bucket);
+        tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + (t.overlap_grad_reduce ? std::min(tb.dp_comm_s, last_bucket) : 0.0);
     }
     tb.dp_intra_bytes = intra_bytes;
     tb.dp_inter_bytes = inter_bytes;

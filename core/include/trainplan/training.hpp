@@ -98,6 +98,10 @@ struct TrainingSetup {
     // Reduce gradients in 16 bits even where they are kept in fp32 (Megatron
     // --grad-reduce-in-bf16; FSDP MixedPrecision(reduce_dtype=bf16)).
     bool grad_reduce_bf16 = false;
+    // Gradient reduction overlapped with backward, bucket by bucket (PyTorch
+    // DDP, Megatron --overlap-grad-reduce); off: reduced after the last
+    // micro-batch's backward (Megatron's DistributedOptimizer without it).
+    bool overlap_grad_reduce = true;
     std::int64_t seq_len = 2048;
     std::int64_t micro_batch = 1;
     std::int64_t grad_accum = 1;          // micro-batches per step per DP replica
