@@ -122,7 +122,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
                            {"tflops_per_gpu", th.model_tflops_per_gpu}, {"hardware_tflops_per_gpu", th.hardware_tflops_per_gpu},
                            {"mfu", th.mfu}, {"hfu", th.hfu}, {"model_flops_per_token", th.model_flops_per_token},
                            {"scaling_efficiency", te.scaling_efficiency}};
-        j["placement"] = {{"tp", te.placement.tp_link}, {"pp", te.placement.pp_link}, {"dp", te.placement.dp_link}, {"ep", te.placement.ep_link}};
+        j["placement"] = {{"tp", te.placement.tp_link}, {"pp", te.placement.pp_link}, {"dp", te.placement.dp_link}, {"ep", te.placement.ep_link}, {"cp", te.placement.cp_link}};
         j["cost"] = {{"tokens", s.run.tokens_to_train}, {"train_time_s", c.train_time_s}, {"gpu_hours", c.gpu_hours},
                      {"energy_kwh", c.energy_kwh}, {"energy_cost_usd", c.energy_cost_usd}, {"rent_cost_usd", c.rent_cost_usd},
                      {"purchase_cost_usd", c.purchase_cost_usd}, {"power_w", c.power_w}};
