@@ -113,13 +113,13 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
         j["time"] = {{"step_s", t.step_s}, {"compute_s", t.compute_s}, {"communication_s", t.communication_s},
                      {"bubble_s", t.bubble_s}, {"optimizer_s", t.optimizer_s}, {"offload_s", t.offload_s}, {"data_s", t.data_s},
                      {"recompute_s", t.recompute_s}, {"memory_bound_s", t.memory_bound_s}, {"thermal_s", t.thermal_s}, {"tp_comm_s", t.tp_comm_s}, {"pp_comm_s", t.pp_comm_s},
-                     {"dp_comm_s", t.dp_comm_s}, {"dp_exposed_s", t.dp_exposed_s}, {"ep_comm_s", t.ep_comm_s},
+                     {"dp_comm_s", t.dp_comm_s}, {"dp_exposed_s", t.dp_exposed_s}, {"ep_comm_s", t.ep_comm_s}, {"cp_comm_s", t.cp_comm_s}, {"cp_exposed_s", t.cp_exposed_s},
                      {"dp_intra_node_bytes", t.dp_intra_bytes}, {"dp_inter_node_bytes", t.dp_inter_bytes}};
         j["throughput"] = {{"tokens_per_s", th.tokens_per_s}, {"samples_per_s", th.samples_per_s},
                            {"tflops_per_gpu", th.model_tflops_per_gpu}, {"hardware_tflops_per_gpu", th.hardware_tflops_per_gpu},
                            {"mfu", th.mfu}, {"hfu", th.hfu}, {"model_flops_per_token", th.model_flops_per_token},
                            {"scaling_efficiency", te.scaling_efficiency}};
-        j["placement"] = {{"tp", te.placement.tp_link}, {"pp", te.placement.pp_link}, {"dp", te.placement.dp_link}, {"ep", te.placement.ep_link}};
+        j["placement"] = {{"tp", te.placement.tp_link}, {"pp", te.placement.pp_link}, {"dp", te.placement.dp_link}, {"ep", te.placement.ep_link}, {"cp", te.placement.cp_link}};
         j["cost"] = {{"tokens", s.run.tokens_to_train}, {"train_time_s", c.train_time_s}, {"gpu_hours", c.gpu_hours},
                      {"energy_kwh", c.energy_kwh}, {"energy_cost_usd", c.energy_cost_usd}, {"rent_cost_usd", c.rent_cost_usd},
                      {"purchase_cost_usd", c.purchase_cost_usd}, {"power_w", c.power_w}};
@@ -175,6 +175,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     if (t.pp_comm_s > 0) comm += fmt::format("PP {} on {}; ", secs(t.pp_comm_s), te.placement.pp_link);
     if (t.dp_comm_s > 0) comm += fmt::format("DP {} on {} ({} exposed); ", secs(t.dp_comm_s), te.placement.dp_link, secs(t.dp_exposed_s));
     if (t.ep_comm_s > 0) comm += fmt::format("EP {} on {}; ", secs(t.ep_comm_s), te.placement.ep_link);
+    if (t.cp_comm_s > 0) comm += fmt::format("CP K/V ring {} on {} ({} exposed); ", secs(t.cp_comm_s), te.placement.cp_link, secs(t.cp_exposed_s));
     row("communication", t.communication_s, comm.empty() ? "none" : comm.substr(0, comm.size() - 2));
     row("bubble", t.bubble_s, s.setup.layout.pp > 1 ? fmt::format("(p-1)/(m v) = {:.3f}", (s.setup.layout.pp - 1.0) / (s.setup.grad_accum * s.setup.layout.vp)) : "");
     row("optimizer", t.optimizer_s, s.setup.optimizer_offload != Offload::None ? "on the CPU (see offload)" : "memory-bound update");

@@ -74,6 +74,7 @@ std::string describe_setup(const Scenario& s) {
     line += fmt::format("\n  seq {}, micro-batch {}, grad accum {}, global batch {}; tp {} pp {} dp {}", t.seq_len,
                         t.micro_batch, t.grad_accum, t.global_batch(), p.tp, p.pp, p.dp);
     if (p.ep > 1) line += fmt::format(" ep {}", p.ep);
+    if (p.cp > 1) line += fmt::format(" cp {}", p.cp);
     if (p.pp > 1) line += fmt::format(" ({}{})", to_string(p.schedule), p.vp > 1 ? fmt::format(", v={}", p.vp) : "");
     if (p.sequence_parallel) line += " +SP";
     return line;

@@ -114,7 +114,8 @@ std::string headline(Bottleneck b, const Scenario& s, const MemoryBreakdown& m, 
             const Part parts[] = {{"data-parallel gradient reduction", t.dp_exposed_s, te.placement.dp_link},
                                   {"tensor-parallel all-reduce", t.tp_comm_s, te.placement.tp_link},
                                   {"pipeline send/receive", t.pp_comm_s, te.placement.pp_link},
-                                  {"expert all-to-all", t.ep_comm_s, te.placement.ep_link}};
+                                  {"expert all-to-all", t.ep_comm_s, te.placement.ep_link},
+                                  {"context-parallel K/V ring", t.cp_exposed_s, te.placement.cp_link}};
             const Part* worst = &parts[0];
             for (const Part& p : parts)
                 if (p.s > worst->s) worst = &p;

@@ -61,7 +61,9 @@ BytesPerParam bytes_per_trainable_param(const TrainingSetup& t) {
                     b.weights = 2; b.gradients = 2; b.master = 4;
                     break;
                 case Framework::Megatron:   // fp32 main grads: 2 + 4 + 12 = 18 B
-                    b.weights = 2; b.gradients = 4; b.master = 4;
+                    // --grad-reduce-in-bf16 keeps the main-grad buffer in bf16
+                    // (Megatron-Core DDP grad_reduce_in_fp32 = False): 16 B.
+                    b.weights = 2; b.gradients = t.grad_reduce_bf16 ? 2 : 4; b.master = 4;
                     break;
                 case Framework::PyTorchAMP: // fp32 params and grads; autocast caches
                     b.weights = 4 + 2;      // 16-bit copies of the weights for the step
@@ -221,7 +223,10 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     const MemoryDefaults& def = memory_defaults();
     const bool full = t.method == Method::Full;
     const bool qlora = t.method == Method::QLoRA;
-    const double tp = lay.tp, sq = static_cast<double>(t.seq_len), mb = static_cast<double>(t.micro_batch);
+    // Context parallelism: each rank keeps the activations of its seq_len / cp
+    // tokens (Megatron-Core context parallel docs: "activations ... reduced by
+    // CP times"); cp > 1 requires flash attention, so no s x s term remains.
+    const double tp = lay.tp, sq = static_cast<double>(t.seq_len) / lay.cp, mb = static_cast<double>(t.micro_batch);
     const bool sp = lay.sequence_parallel && lay.tp > 1;
 
     StageMemory st;
@@ -275,7 +280,13 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     if (t.optimizer_offload != Offload::None) temp += def.grad_bucket_bytes;
     if (t.recompute == Recompute::Full) temp += g.stored_none.bytes(sq, mb, tp, sp);  // one layer recomputed during backward
     if (t.recompute == Recompute::Selective) temp += g.stored_none.bytes(sq, mb, tp, sp) - g.stored_selective.bytes(sq, mb, tp, sp);
-    if (lay.dp > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;
+    if (c.plan.dp_group.size > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;
+    if (lay.cp > 1) {
+        // Ring attention double-buffers the K/V block in flight (the one being
+        // used and the one being received), 16-bit, per micro-batch.
+        const double kv = 2.0 * static_cast<double>(m.kv_dim()) / tp * 2.0;
+        temp += 2.0 * sq * mb * kv;
+    }
     if (qlora) {
         // bitsandbytes dequantizes one weight matrix to 16-bit per matmul.
         const double h = static_cast<double>(m.hidden);

@@ -581,9 +581,9 @@ struct Resolver {
             p.dp = *in.dp;
             if (!in.gpus) s.cluster.num_gpus = p.world();
         } else {
-            const int mp = p.tp * p.pp;
+            const int mp = p.model_parallel();
             if (mp > 0 && s.cluster.num_gpus % mp == 0) p.dp = s.cluster.num_gpus / mp;
-            else fail("gpus", "gpus = " + std::to_string(s.cluster.num_gpus) + " must be a multiple of tp x pp = " + std::to_string(mp));
+            else fail("gpus", "gpus = " + std::to_string(s.cluster.num_gpus) + " must be a multiple of tp x pp x cp = " + std::to_string(mp));
         }
         if (!in.gpus_per_node && !node) s.cluster.gpus_per_node = std::min(s.cluster.num_gpus, 8);
     }

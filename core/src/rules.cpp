@@ -15,11 +15,13 @@ constexpr RuleInfo kInfo[] = {
     {"gpus-range", "gpus", S::Base, "gpus outside 1 .. 1,048,576"},
     {"gpus-per-node-range", "gpus_per_node", S::Base, "gpus_per_node below 1"},
     {"zero-range", "zero", S::Base, "zero not one of 0, 1, 2, 3"},
-    {"layout-positive", "tp", S::Base, "tp, pp, dp, ep and vp must be at least 1"},
-    {"world-equals-layout", "gpus", S::Pipeline, "tp x pp x dp differs from the GPU count"},
+    {"layout-positive", "tp", S::Base, "tp, pp, dp, ep, vp and cp must be at least 1"},
+    {"world-equals-layout", "gpus", S::Pipeline, "tp x pp x cp x dp differs from the GPU count"},
     {"tp-divides-heads", "tp", S::TensorParallel, "tp does not divide the attention heads"},
     {"tp-divides-kv-heads", "tp", S::TensorParallel, "tp does not divide the key/value heads"},
     {"tp-divides-ffn", "tp", S::TensorParallel, "tp does not divide the FFN width"},
+    {"cp-divides-seq", "cp", S::TensorParallel, "seq_len not divisible by 2 x cp"},
+    {"cp-needs-flash-attention", "cp", S::TensorParallel, "cp > 1 without flash attention"},
     {"tp-within-node", "tp", S::TensorParallel, "tp spans nodes"},
     {"pp-vp-within-layers", "pp", S::Schedule, "pp x vp exceeds the layers"},
     {"vp-needs-interleaved", "vp", S::Schedule, "vp > 1 without the interleaved schedule"},
@@ -85,13 +87,14 @@ const Check kRanges[] = {
     {Rule::LayoutPositive, "dp", [](T(s)) { return s.setup.layout.dp < 1; }, [](T(s)) { return at_least("dp", s.setup.layout.dp, 1); }},
     {Rule::LayoutPositive, "ep", [](T(s)) { return s.setup.layout.ep < 1; }, [](T(s)) { return at_least("ep", s.setup.layout.ep, 1); }},
     {Rule::LayoutPositive, "vp", [](T(s)) { return s.setup.layout.vp < 1; }, [](T(s)) { return at_least("vp", s.setup.layout.vp, 1); }},
+    {Rule::LayoutPositive, "cp", [](T(s)) { return s.setup.layout.cp < 1; }, [](T(s)) { return at_least("cp", s.setup.layout.cp, 1); }},
 };
 
 const Check kStructural[] = {
     {Rule::WorldEqualsLayout, "gpus", [](T(s)) { return s.setup.layout.world() != s.cluster.num_gpus; },
      [](T(s)) {
          const ParallelLayout& p = s.setup.layout;
-         return "tp x pp x dp = " + num(p.tp) + " x " + num(p.pp) + " x " + num(p.dp) + " = " + num(p.world()) +
+         return "tp x pp x cp x dp = " + num(p.tp) + " x " + num(p.pp) + " x " + num(p.cp) + " x " + num(p.dp) + " = " + num(p.world()) +
                 " must equal gpus = " + num(s.cluster.num_gpus);
      }},
     {Rule::TpDividesHeads, "tp", [](T(s)) { return s.model.num_heads % s.setup.layout.tp != 0; },
@@ -105,6 +108,18 @@ const Check kStructural[] = {
      }},
     {Rule::TpDividesFfn, "tp", [](T(s)) { return ffn_of(s.model) % s.setup.layout.tp != 0; },
      [](T(s)) { return "tp = " + num(s.setup.layout.tp) + " must divide ffn_hidden_size = " + num(ffn_of(s.model)); }},
+    // Megatron-Core / Transformer Engine split each sequence into 2 x cp chunks
+    // and give rank r chunks r and 2cp - 1 - r, so that every rank carries the
+    // same share of the causal mask (Megatron-Core context_parallel docs).
+    {Rule::CpDividesSeq, "cp", [](T(s)) { return s.setup.layout.cp > 1 && s.setup.seq_len % (2 * std::int64_t{s.setup.layout.cp}) != 0; },
+     [](T(s)) {
+         return "seq_len = " + num(s.setup.seq_len) + " must be divisible by 2 x cp = " + num(2 * std::int64_t{s.setup.layout.cp}) +
+                " (context parallelism splits each sequence into 2 x cp load-balanced chunks)";
+     }},
+    // Ring attention runs a fused attention kernel on each K/V block; there is
+    // no context-parallel path for eager (s x s materialized) attention.
+    {Rule::CpNeedsFlashAttention, "cp", [](T(s)) { return s.setup.layout.cp > 1 && !s.setup.flash_attention; },
+     [](T(s)) { return "cp = " + num(s.setup.layout.cp) + " needs flash_attention = true (ring attention runs a fused attention kernel)"; }},
     {Rule::TpWithinNode, "tp", [](TO(s, o)) { return o.tp_within_node && s.setup.layout.tp > s.cluster.gpus_per_node; },
      [](T(s)) {
          return "tp = " + num(s.setup.layout.tp) + " exceeds gpus_per_node = " + num(s.cluster.gpus_per_node) +

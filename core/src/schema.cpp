@@ -309,18 +309,27 @@ std::vector<Field> make_fields() {
     // ---- [parallel]
     f.push_back(row<&In::tp>("parallel", "tp", "--tp", "TP", integer(1, 1 << 16), "Tensor parallel size", TP_AT(setup.layout.tp)));
     f.push_back(row<&In::pp>("parallel", "pp", "--pp", "PP", integer(1, 1 << 16), "Pipeline parallel size", TP_AT(setup.layout.pp)));
-    f.push_back(row<&In::dp>("parallel", "dp", "--dp", "DP", integer(1, kMaxGpus), "Data parallel size (default gpus / (tp x pp))",
+    f.push_back(row<&In::dp>("parallel", "dp", "--dp", "DP", integer(1, kMaxGpus), "Data parallel size (default gpus / (tp x pp x cp))",
                              [](const Scenario& s) -> std::optional<FieldValue> { return to_value(s.setup.layout.dp); }, nullptr));
-    f.back().in_form = false;  // the GUI shows dp = gpus / (tp x pp)
+    f.back().in_form = false;  // the GUI shows dp = gpus / (tp x pp x cp)
     f.push_back(row<&In::ep>("parallel", "ep", "--ep", "EP", integer(1, 1 << 16), "Expert parallel size (MoE)", TP_AT(setup.layout.ep)));
     f.push_back(row<&In::vp>("parallel", "vp", "--vp", "VP", integer(1, 1024), "Interleaved pipeline chunks per stage",
                              TP_AT(setup.layout.vp)));
+    f.push_back(row<&In::cp>("parallel", "cp", "--cp", "CP", integer(1, 1 << 16),
+                             "Context parallel size: ranks one sequence is split over (ring attention)", TP_AT(setup.layout.cp)));
     f.push_back(row<&In::sequence_parallel>("parallel", "sequence_parallel", "--sequence-parallel", "Sequence parallel", boolean(),
                                             "Sequence parallelism (with tp > 1)", TP_AT(setup.layout.sequence_parallel)));
     f.back().alias = "--sp";
     f.push_back(row<&In::tp_comm_overlap>("parallel", "tp_comm_overlap", "--tp-comm-overlap", "TP comm overlap", boolean(),
                                           "Overlap TP collectives with GEMMs (Megatron-Core --tp-comm-overlap)",
                                           TP_AT(setup.tp_comm_overlap)));
+    f.push_back(row<&In::grad_reduce_bf16>("parallel", "grad_reduce_bf16", "--grad-reduce-bf16", "Reduce grads in bf16", boolean(),
+                                           "Reduce gradients in 16 bits where they are kept in fp32 (Megatron --grad-reduce-in-bf16)",
+                                           TP_AT(setup.grad_reduce_bf16)));
+    f.push_back(row<&In::overlap_grad_reduce>("parallel", "overlap_grad_reduce", "--overlap-grad-reduce", "Overlap grad reduce", boolean(),
+                                              "Reduce gradients bucket by bucket during backward (default on: PyTorch DDP, Megatron "
+                                              "--overlap-grad-reduce); off: after the last backward",
+                                              TP_AT(setup.overlap_grad_reduce)));
     f.push_back(row<&In::schedule>("parallel", "schedule", "--schedule", "Schedule", choice<Schedule>(),
                                    "Pipeline schedule (default 1f1b; interleaved when vp > 1)", TP_AT(setup.layout.schedule)));
     f.back().contextual_default = true;

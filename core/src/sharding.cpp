@@ -43,21 +43,33 @@ ShardPlan shard_plan(const Scenario& s) {
     p.pp = lay.pp;
     p.dp = lay.dp;
     p.ep = lay.ep;
+    p.cp = lay.cp;
 
-    // Placement: TP inside a node first, then PP, then DP (Megatron order).
-    const int mp = lay.tp * lay.pp;
+    // Placement: TP inside a node first, then CP, then PP, then DP (Megatron
+    // puts CP next to TP so that the ring exchange stays on the fastest link).
+    const int tcp = lay.tp * lay.cp;
+    const int mp = tcp * lay.pp;
     p.tp_group = group(lay.tp, std::min(lay.tp, gpn), lay.tp > gpn);
-    p.pp_group = group(lay.pp, std::max(1, gpn / lay.tp), mp > gpn);
+    const int cp_per_node = std::max(1, std::min(lay.cp, gpn / lay.tp));
+    p.cp_group = group(lay.cp, cp_per_node, tcp > gpn);
+    p.pp_group = group(lay.pp, std::max(1, gpn / tcp), mp > gpn);
     const int dp_per_node = std::max(1, std::min(lay.dp, gpn / std::max(1, mp)));
-    p.dp_group = group(lay.dp, dp_per_node, mp * lay.dp > gpn && multi_node);
+    // The CP ranks of one replica hold the same weights and reduce their
+    // gradients together with the data-parallel ranks: gradients (and the
+    // ZeRO / distributed-optimizer / FSDP shards) span dp x cp ranks
+    // (Megatron-Core's data-parallel group "with CP"; torchtitan shards FSDP
+    // over dp_shard x cp).
+    const bool dp_crosses = (lay.cp > 1 ? tcp > gpn : false) || (mp * lay.dp > gpn && multi_node && lay.dp > 1);
+    p.dp_group = group(lay.dp * lay.cp, dp_per_node * cp_per_node, dp_crosses && multi_node);
     p.ep_group = group(lay.ep, std::max(1, gpn / lay.tp), lay.ep * lay.tp > gpn);
 
     // ZeRO / FSDP shard group; hybrid sharding keeps the shard inside the node
     // and replicates it across nodes (PyTorch FSDP HYBRID_SHARD).
-    p.hybrid = t.fsdp == FsdpStrategy::HybridShard && lay.dp > dp_per_node;
+    const int grad_per_node = p.dp_group.per_node;
+    p.hybrid = t.fsdp == FsdpStrategy::HybridShard && p.dp_group.size > grad_per_node;
     if (p.hybrid) {
-        p.shard_group = group(dp_per_node, dp_per_node, false);
-        p.replica_group = group(lay.dp / dp_per_node, 1, true);
+        p.shard_group = group(grad_per_node, grad_per_node, false);
+        p.replica_group = group(p.dp_group.size / grad_per_node, 1, true);
     } else {
         p.shard_group = p.dp_group;
     }

@@ -260,6 +260,45 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     tb.thermal_s = c.micro_batches * clocked * (1.0 / c.clock - 1.0);
 }
 
+// ---- context parallelism (Megatron-Core docs/source/api-guide/
+// context_parallel.rst; ring attention, Liu et al. 2023). Each of the cp ranks
+// stores the K and V of its seq / cp tokens; the all-gather of K/V for forward
+// runs as cp - 1 point-to-point ring steps, each overlapped with the attention
+// of the block already there. Backward gathers K/V again and reduce-scatters
+// their gradients (the docs: "stores the KV of a sequence chunk in forward and
+// gathers KV again in backward"): twice the bytes per step. GQA exchanges only
+// the KV heads. Each step hides behind one block's attention (1/cp of the
+// layer's: the 2 x cp-chunk split balances the causal mask, so the blocks are
+// equal); what a step takes beyond that block is exposed.
+void context_parallel_terms(const TimeContext& c, TimeEstimate& est) {
+    const TrainingSetup& t = c.s.setup;
+    const ParallelLayout& lay = t.layout;
+    const LinkCost& link = c.link(c.plan.cp_group.tier);
+    double attn_fwd = 0, attn_bwd = 0;  // one layer's fused attention, one micro-batch
+    for (const OpDef& o : c.g.ops) {
+        if (o.site != Site::Layer || o.kind != OpKind::FlashAttention) continue;
+        PassTimes p;
+        op_times(c, o, p);
+        attn_fwd += p.fwd;
+        attn_bwd += p.bwd;
+    }
+    // K and V of the rank's tokens, the KV heads split over TP, in 16 bits
+    // (attention runs in 16-bit even under fp8).
+    const double kv_bytes = c.tokens_mb * 2.0 * static_cast<double>(c.s.model.kv_dim()) / lay.tp * 2.0;
+    const double steps = lay.cp - 1.0;
+    const double fwd_step = link.latency_s + kv_bytes / link.bus_Bps;
+    const double bwd_step = link.latency_s + 2.0 * kv_bytes / link.bus_Bps;
+    const double fwd_passes = 1.0 + (t.recompute == Recompute::Full ? 1.0 : 0.0);
+    const double per_layer = fwd_passes * steps * fwd_step + steps * bwd_step;
+    const double exposed = fwd_passes * steps * std::max(0.0, fwd_step - attn_fwd / lay.cp / c.clock) +
+                           steps * std::max(0.0, bwd_step - attn_bwd / lay.cp / c.clock);
+    TimeBreakdown& tb = est.time;
+    tb.cp_comm_s = c.micro_batches * c.max_layers * per_layer;
+    tb.cp_exposed_s = c.micro_batches * c.max_layers * exposed;
+    est.placement.cp_link = c.link_id(c.plan.cp_group.tier);
+    est.placement.cp_Bps = link.bus_Bps;
+}
+
 // ---- tensor parallel, expert parallel and pipeline communication.
 void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
     const TrainingSetup& t = c.s.setup;
@@ -300,6 +339,7 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
         pl.ep_link = c.link_id(plan.ep_group.tier);
         pl.ep_bus_Bps = ep_link.bus_Bps;
     }
+    if (lay.cp > 1) context_parallel_terms(c, est);
     // ---- pipeline: point-to-point activations each micro-batch each way, and
     // the bubble (p - 1)/v micro-batch slots (Narayanan et al. 2021, Sec. 2.2).
     if (lay.pp > 1) {
@@ -324,12 +364,17 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     TimeBreakdown& tb = est.time;
     const LinkCost& intra = c.tiers.intra;
     const LinkCost& inter = c.tiers.inter;
-    est.placement.dp_link = plan.dp > 1 ? c.link_id(plan.dp_group.tier) : "";
-    est.placement.dp_bus_Bps = plan.dp > 1 ? c.link(plan.dp_group.tier).bus_Bps : 0;
-    if (plan.dp <= 1) return;
+    // The gradient group is dp x cp (context-parallel ranks share the weights).
+    const bool reduces = plan.dp_group.size > 1;
+    est.placement.dp_link = reduces ? c.link_id(plan.dp_group.tier) : "";
+    est.placement.dp_bus_Bps = reduces ? c.link(plan.dp_group.tier).bus_Bps : 0;
+    if (!reduces) return;
     const bool full = t.method == Method::Full;
     const double trainable = c.crit.trainable();
-    const double grad_bytes = trainable * (t.method == Method::QLoRA ? 2.0 : c.bpp.gradients);
+    // Gradients travel in the dtype they are kept in, or in 16 bits when the
+    // run reduces them in bf16 (Megatron --grad-reduce-in-bf16).
+    const double grad_elem = t.method == Method::QLoRA ? 2.0 : c.bpp.gradients;
+    const double grad_bytes = trainable * (t.grad_reduce_bf16 ? std::min(grad_elem, 2.0) : grad_elem);
     const double w16 = c.crit.total() * 2.0;
     const int per_node = plan.dp_group.per_node;
     const int nodes = cl.inter_node.bandwidth_Bps > 0 ? plan.dp_group.nodes : 1;
@@ -382,22 +427,31 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         return;
     }
     // Gradients reduced once per step, bucketed and overlapped with the last
-    // micro-batch's backward (DDP, Megatron --overlap-grad-reduce). ZeRO-1/2 and
+    // micro-batch's backward (DDP, Megatron --overlap-grad-reduce), or after
+    // it when overlap_grad_reduce is off (Megatron's default). ZeRO-1/2 and
     // Megatron's distributed optimizer reduce-scatter the gradients and
     // all-gather the updated 16-bit weights after the step; that gather hides
     // behind the next forward only with --overlap-param-gather (comm_overlap).
-    const double overlap = stage_bwd / c.clock;
+    const double overlap = t.overlap_grad_reduce ? stage_bwd / c.clock : 0.0;
     // The last gradient bucket (one of the two DDP buckets in flight, memory_defaults()) is never hidden.
     const double last_bucket = memory_defaults().grad_bucket_bytes / 2 / std::max(1.0, c.link(plan.dp_group.tier).bus_Bps);
     if (t.zero_stage >= 1) {
-        const double rs = dp_allgather(grad_bytes);
+        // DeepSpeed ZeRO-2 keeps only its gradient partition, so it reduces
+        // every micro-batch's gradients as backward produces them, not once at
+        // the accumulation boundary as ZeRO-1 and Megatron's distributed
+        // optimizer do (deepspeed/runtime/zero/stage_1_and_2.py:
+        // reduce_ready_partitions_and_remove_grads reduces when
+        // partition_gradients or at the boundary); each reduce overlaps its own
+        // micro-batch's backward.
+        const double reduces = t.framework == Framework::DeepSpeed && t.zero_stage == 2 ? c.micro_batches : 1.0;
+        const double rs = dp_allgather(grad_bytes, reduces) / reduces;  // one reduce-scatter
         const double ag = dp_allgather(c.crit.trainable() * 2.0);
-        tb.dp_comm_s = rs + ag;
-        tb.dp_exposed_s = std::max(0.0, rs - overlap) + std::min(rs, last_bucket) +
+        tb.dp_comm_s = reduces * rs + ag;
+        tb.dp_exposed_s = reduces * (std::max(0.0, rs - overlap) + (t.overlap_grad_reduce ? std::min(rs, last_bucket) : 0.0)) +
                           (t.tp_comm_overlap ? std::max(0.0, ag - stage_fwd / c.clock) : ag);
     } else {
         tb.dp_comm_s = dp_allreduce(grad_bytes);
-        tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + std::min(tb.dp_comm_s, last_bucket);
+        tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + (t.overlap_grad_reduce ? std::min(tb.dp_comm_s, last_bucket) : 0.0);
     }
     tb.dp_intra_bytes = intra_bytes;
     tb.dp_inter_bytes = inter_bytes;
@@ -504,7 +558,10 @@ TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {
     c.tiers.inter.bus_Bps *= s.calibration.inter_link;
     c.clock = std::clamp(s.run.sustained_clock, 0.05, 1.0);
     c.micro_batches = static_cast<double>(t.grad_accum);
-    c.tokens_mb = static_cast<double>(t.seq_len * t.micro_batch);
+    // Tokens one rank processes per micro-batch: context parallelism gives each
+    // of the cp ranks seq_len / cp of every sequence (its queries); attention
+    // still runs each query against the whole sequence's keys (c.sq).
+    c.tokens_mb = static_cast<double>(t.seq_len * t.micro_batch) / lay.cp;
     c.max_layers = layers_on_stage(s.model.num_layers, lay.pp, lay.pp - 1);
     // The critical stage's parameters: its layers plus the embedding side (first
     // stage) or the head side (last stage), whichever holds more; both on one stage.
@@ -520,7 +577,7 @@ TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {
     model_parallel_terms(c, est);
     data_parallel_terms(c, est, stage_fwd, stage_bwd);
     TimeBreakdown& tb = est.time;
-    tb.communication_s = tb.tp_comm_s + tb.ep_comm_s + tb.pp_comm_s + tb.dp_exposed_s;
+    tb.communication_s = tb.tp_comm_s + tb.ep_comm_s + tb.pp_comm_s + tb.dp_exposed_s + tb.cp_exposed_s;
     optimizer_terms(c, est);
     // ---- step without data stall; then the loader.
     const double step = tb.compute_s + tb.communication_s + tb.bubble_s + tb.optimizer_s + tb.offload_s;

@@ -66,8 +66,10 @@ struct ScenarioInput {
     std::optional<bool> tf32;
     std::optional<AttentionKernel> attention_kernel;
     std::optional<bool> tp_comm_overlap;
+    std::optional<bool> grad_reduce_bf16;
+    std::optional<bool> overlap_grad_reduce;
     std::optional<std::int64_t> seq_len, micro_batch, grad_accum, global_batch;
-    std::optional<int> tp, pp, dp, ep, vp;
+    std::optional<int> tp, pp, dp, ep, vp, cp;
     std::optional<bool> sequence_parallel;
     std::optional<Schedule> schedule;
     std::optional<double> framework_overhead_gib, fragmentation;

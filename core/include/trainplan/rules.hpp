@@ -19,8 +19,10 @@ enum class Rule : int {
     // tight enough that every product stays exact in 64-bit arithmetic)
     SeqLenRange, MicroBatchRange, GradAccumRange, GpusRange, GpusPerNodeRange, ZeroRange, LayoutPositive,
     // layout
-    WorldEqualsLayout,       // tp x pp x dp = gpus
+    WorldEqualsLayout,       // tp x pp x cp x dp = gpus
     TpDividesHeads, TpDividesKvHeads, TpDividesFfn,
+    CpDividesSeq,            // seq_len splits into 2 x cp load-balanced chunks
+    CpNeedsFlashAttention,   // ring attention is a fused (flash) attention kernel
     TpWithinNode,            // search policy only (RuleOptions::tp_within_node)
     PpVpWithinLayers,        // pp x vp <= num_layers
     VpNeedsInterleaved, InterleavedNeedsPp, InterleavedDividesLayers,

@@ -34,10 +34,12 @@ struct StateDivisors {
 [[nodiscard]] StateDivisors zero_divisors(int zero_stage, double shard);
 
 struct ShardPlan {
-    int tp = 1, pp = 1, dp = 1, ep = 1;
+    int tp = 1, pp = 1, dp = 1, ep = 1, cp = 1;
     StateDivisors dense;   // dense, embedding and norm weights (over the shard group)
     StateDivisors expert;  // routed experts (over the shard group's expert-data-parallel part)
-    ProcessGroup tp_group, pp_group, dp_group, ep_group;
+    // dp_group: the ranks that reduce one gradient, dp x cp (context-parallel
+    // ranks hold the same weights); cp_group: the ranks one sequence is split over.
+    ProcessGroup tp_group, pp_group, dp_group, ep_group, cp_group;
     // Ranks one ZeRO / FSDP shard is spread over: the data-parallel group, or
     // the data-parallel ranks of one node under FSDP HYBRID_SHARD.
     ProcessGroup shard_group;

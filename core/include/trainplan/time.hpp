@@ -29,11 +29,13 @@ struct Efficiencies {
 struct Placement {
     std::string tp_link, pp_link, dp_link, ep_link;  // link preset ids the groups span
     double tp_bus_Bps = 0, pp_Bps = 0, dp_bus_Bps = 0, ep_bus_Bps = 0;
+    std::string cp_link;  // context parallelism's K/V ring
+    double cp_Bps = 0;
 };
 
 struct TimeBreakdown {
     double compute_s = 0;        // forward + backward (+ recompute) on the critical stage, all micro-batches
-    double communication_s = 0;  // exposed TP + PP + DP/ZeRO + EP
+    double communication_s = 0;  // exposed TP + PP + DP/ZeRO + EP + CP
     double bubble_s = 0;
     double optimizer_s = 0;
     double offload_s = 0;
@@ -44,6 +46,9 @@ struct TimeBreakdown {
     double memory_bound_s = 0;   // part of compute_s spent in HBM-bandwidth-bound (element-wise) ops
     double tp_comm_s = 0, pp_comm_s = 0, dp_comm_s = 0, ep_comm_s = 0;  // totals before overlap
     double dp_exposed_s = 0;
+    // Context parallelism: the K/V ring's sends before overlap, and what the
+    // attention blocks computed meanwhile leave exposed (part of communication_s).
+    double cp_comm_s = 0, cp_exposed_s = 0;
     // Data-parallel traffic per rank per step (NCCL ring volumes), on each tier.
     double dp_intra_bytes = 0, dp_inter_bytes = 0;
     double thermal_s = 0;        // part of compute_s caused by sustained_clock < 1

@@ -73,8 +73,11 @@ struct ParallelLayout {
     int vp = 1;  // interleaved model chunks per pipeline stage
     bool sequence_parallel = false;
     Schedule schedule = Schedule::OneF1B;
-    [[nodiscard]] int model_parallel() const { return tp * pp; }
-    [[nodiscard]] int world() const { return tp * pp * dp; }
+    // Context parallelism: each sequence split over `cp` ranks (Megatron-Core
+    // --context-parallel-size; ring attention exchanges K/V between them).
+    int cp = 1;
+    [[nodiscard]] int model_parallel() const { return tp * pp * cp; }
+    [[nodiscard]] int world() const { return tp * pp * cp * dp; }
 };
 
 struct TrainingSetup {
@@ -95,6 +98,13 @@ struct TrainingSetup {
     bool flash_attention = true;
     AttentionKernel attention_kernel = AttentionKernel::Flash2;  // PyTorch SDPA / flash-attn 2
     bool tp_comm_overlap = false;  // Megatron-Core --tp-comm-overlap / --overlap-param-gather
+    // Reduce gradients in 16 bits even where they are kept in fp32 (Megatron
+    // --grad-reduce-in-bf16; FSDP MixedPrecision(reduce_dtype=bf16)).
+    bool grad_reduce_bf16 = false;
+    // Gradient reduction overlapped with backward, bucket by bucket (PyTorch
+    // DDP, Megatron --overlap-grad-reduce); off: reduced after the last
+    // micro-batch's backward (Megatron's DistributedOptimizer without it).
+    bool overlap_grad_reduce = true;
     std::int64_t seq_len = 2048;
     std::int64_t micro_batch = 1;
     std::int64_t grad_accum = 1;          // micro-batches per step per DP replica
