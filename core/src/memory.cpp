@@ -257,14 +257,17 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // stored bytes per layer; the embedding side per in-flight micro-batch;
     // the head side and the logits for the one micro-batch in its loss.
     st.microbatches_in_flight = microbatches_in_flight(lay, i, static_cast<double>(t.grad_accum));
-    // Full recompute per --recompute-method: checkpointed layers keep their
-    // inputs (one per uniform group), the others everything.
     const RecomputeLayers rl = recompute_layers(t, st.layers);
-    const double per_mb_layers = t.recompute == Recompute::Full
-                                     ? rl.inputs * g.stored_full.bytes(sq, mb, tp, sp) +
-                                           (st.layers - rl.checkpointed) * g.stored_none.bytes(sq, mb, tp, sp)
-                                     : st.layers * g.stored(t.recompute).bytes(sq, mb, tp, sp);
+    const double per_mb_layers = stored_layers_bytes(g, t, st.layers, sq, mb, tp, sp);
     mem.activations = st.microbatches_in_flight * per_mb_layers;
+    if (t.activation_offload && st.layers > 0) {
+        // Offloaded activations live in host memory; the GPU keeps the layer
+        // being copied out (or in) and the one prefetched for backward.
+        const double kept = std::min(2.0, static_cast<double>(st.layers)) * per_mb_layers / st.layers;
+        const double moved = std::max(0.0, mem.activations - kept);
+        mem.activations -= moved;
+        host += moved;
+    }
     if (first) mem.activations += st.microbatches_in_flight * g.stored_first.bytes(sq, mb, tp, sp);
     if (last) {
         mem.activations += g.stored_last.bytes(sq, mb, tp, sp);

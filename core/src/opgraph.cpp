@@ -221,6 +221,14 @@ RecomputeLayers recompute_layers(const TrainingSetup& t, int layers) {
     return r;
 }
 
+double stored_layers_bytes(const StepGraph& g, const TrainingSetup& t, int layers, double s, double b, double tp, bool sp) {
+    // Full recompute per --recompute-method: checkpointed layers keep their
+    // inputs (one per uniform group), the others everything.
+    if (t.recompute != Recompute::Full) return layers * g.stored(t.recompute).bytes(s, b, tp, sp);
+    const RecomputeLayers rl = recompute_layers(t, layers);
+    return rl.inputs * g.stored_full.bytes(s, b, tp, sp) + (layers - rl.checkpointed) * g.stored_none.bytes(s, b, tp, sp);
+}
+
 StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     Builder b;
     const double a = activation_bytes_per_elem(t.precision);

@@ -261,6 +261,9 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::recompute_layers>("training", "recompute_layers", "--recompute-layers", "Recompute layers", integer(0, 1 << 20),
                                            "uniform: layers per checkpoint; block: layers checkpointed per stage; every: k (0 = default)",
                                            TP_AT(setup.recompute_layers)));
+    f.push_back(row<&In::activation_offload>("training", "activation_offload", "--activation-offload", "Activation offload", boolean(),
+                                             "Saved activations to host memory and back: on | off (default off)",
+                                             TP_AT(setup.activation_offload)));
     f.push_back(row<&In::flash_attention>("training", "flash_attention", "--flash-attention", "FlashAttention", boolean(),
                                           "Fused attention kernel: on | off (default on)", TP_AT(setup.flash_attention)));
     f.push_back(row<&In::attention_kernel>("training", "attention_kernel", "--attention-kernel", "Attention kernel",

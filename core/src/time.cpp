@@ -302,6 +302,15 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     }
     const double per_mb = (stage_fwd + stage_bwd + stage_rec) / c.clock;
     TimeBreakdown& tb = est.time;
+    if (t.activation_offload) {
+        // Activation offload: the stage's saved activations go to the host in
+        // forward and come back in backward over PCIe, overlapped with the
+        // micro-batch's compute; what does not fit under it is exposed.
+        const ParallelLayout& lay = t.layout;
+        const double bytes = stored_layers_bytes(c.g, t, c.max_layers, c.sq, static_cast<double>(t.micro_batch), lay.tp, c.sp);
+        const double copy = 2.0 * bytes / policy().pcie_bytes_per_s(c.s.cluster.gpu.pcie_gen);
+        tb.offload_s += c.micro_batches * std::max(0.0, copy - per_mb);
+    }
     tb.compute_s = c.micro_batches * per_mb;
     tb.memory_bound_s = c.micro_batches * (L * lt.memory_bound + (t.recompute == Recompute::Full ? 0.5 * rec_layers * lt.memory_bound : 0.0)) / c.clock;
     tb.recompute_s = c.micro_batches * stage_rec / c.clock;
@@ -475,7 +484,7 @@ void optimizer_terms(const TimeContext& c, TimeEstimate& est) {
     // ZeRO-Offload: CPU Adam plus gradients down and weights up over PCIe.
     const double cpu_params_per_s = pol.cpu_adam_params_per_s_per_node / std::max(1, c.s.cluster.gpus_per_node);
     const double pcie = pol.pcie_bytes_per_s(c.s.cluster.gpu.pcie_gen);
-    tb.offload_s = updated / cpu_params_per_s + updated * 4.0 / pcie;
+    tb.offload_s += updated / cpu_params_per_s + updated * 4.0 / pcie;
     if (t.param_offload != Offload::None) tb.offload_s += c.micro_batches * 2.0 * c.crit.total() / c.plan.dense.optimizer * 2.0 / pcie;
     if (t.optimizer_offload == Offload::NVMe || t.param_offload == Offload::NVMe) tb.offload_s += updated * 16.0 / pol.nvme_bytes_per_s;
 }

@@ -64,6 +64,7 @@ struct ScenarioInput {
     std::optional<Recompute> recompute;
     std::optional<RecomputeMethod> recompute_method;
     std::optional<int> recompute_layers;
+    std::optional<bool> activation_offload;
     std::optional<bool> flash_attention;
     std::optional<AttentionKernel> attention_kernel;
     std::optional<bool> tp_comm_overlap;

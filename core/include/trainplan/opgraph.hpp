@@ -250,6 +250,9 @@ struct RecomputeLayers {
     int working = 0;       // layers rebuilt together during backward
 };
 [[nodiscard]] RecomputeLayers recompute_layers(const TrainingSetup& t, int layers_on_stage);
+// Bytes the `layers` layers of a stage keep for one micro-batch under t's recompute
+// policy (s = sequence, b = micro-batch, tp, sp as in ActivationCoeffs::bytes).
+[[nodiscard]] double stored_layers_bytes(const StepGraph& g, const TrainingSetup& t, int layers, double s, double b, double tp, bool sp);
 
 // Bytes per element of stored activations under a precision policy.
 [[nodiscard]] double activation_bytes_per_elem(Precision p);

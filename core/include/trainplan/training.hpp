@@ -94,7 +94,11 @@ struct TrainingSetup {
     Offload param_offload = Offload::None;
     Recompute recompute = Recompute::None;
     RecomputeMethod recompute_method = RecomputeMethod::Uniform;  // full recompute only
-    int recompute_layers = 0;  // uniform: layers per checkpoint (0 = 1); block: layers checkpointed per stage (0 = all); every: k (0 = 1)
+    int recompute_layers = 0;
+    // Saved activations streamed to host memory in forward and back before their
+    // layer's backward (DeepSpeed activation checkpointing cpu_checkpointing,
+    // Megatron-Core --cpu-offloading).
+    bool activation_offload = false;  // uniform: layers per checkpoint (0 = 1); block: layers checkpointed per stage (0 = all); every: k (0 = 1)
     bool flash_attention = true;
     AttentionKernel attention_kernel = AttentionKernel::Flash2;  // PyTorch SDPA / flash-attn 2
     bool tp_comm_overlap = false;  // Megatron-Core --tp-comm-overlap / --overlap-param-gather
