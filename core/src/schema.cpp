@@ -259,7 +259,7 @@ std::vector<Field> make_fields() {
                                            "Which layers full recompute checkpoints: uniform | block | every (default uniform)",
                                            TP_AT(setup.recompute_method)));
     f.push_back(row<&In::recompute_layers>("training", "recompute_layers", "--recompute-layers", "Recompute layers", integer(0, 1 << 20),
-                                           "uniform: layers per checkpoint; block: layers checkpointed per stage; every: k (0 = default)",
+                                           "uniform: layers per checkpoint; block: layers checkpointed per stage; every: k (0 = default; more than a stage holds = all of them, as Megatron-LM does)",
                                            TP_AT(setup.recompute_layers)));
     f.push_back(row<&In::activation_offload>("training", "activation_offload", "--activation-offload", "Activation offload", boolean(),
                                              "Saved activations to host memory and back: on | off (default off)",
