@@ -195,7 +195,10 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
                        th.tokens_per_s / s.cluster.num_gpus, th.samples_per_s);
     out << fmt::format("Per GPU: {:.1f} model TFLOP/s, {:.1f} hardware TFLOP/s of {:.0f} peak -> MFU {:.1f} %, HFU {:.1f} %\n",
                        th.model_tflops_per_gpu, th.hardware_tflops_per_gpu, th.peak_flops / units::TFLOPS, 100 * th.mfu, 100 * th.hfu);
-    out << "  (model FLOPs per token = 6 x matmul parameters + 12 L h s attention, PaLM convention; HFU adds recompute)\n";
+    out << "  (model FLOPs per token = 6 x matmul parameters + 12 L h s attention, PaLM convention"
+        << (s.setup.method == Method::Full ? "" : ", N = the base model's, also under LoRA / QLoRA")
+        << "; HFU counts the FLOPs executed: recompute added"
+        << (s.setup.method == Method::Full ? "" : ", frozen weights' gradient GEMMs removed, adapter GEMMs added") << ")\n";
     if (s.cluster.num_gpus > 1)
         out << fmt::format("Scaling efficiency: {:.0f} % of linear (per-GPU work {} vs step {})\n", 100 * te.scaling_efficiency,
                            secs(te.single_gpu_step_s), secs(t.step_s));

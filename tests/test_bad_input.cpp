@@ -37,7 +37,7 @@ TEST_CASE("broken scenario files point at the key's line", "[bad-input][scenario
     auto [fixture, expected] = GENERATE(table<std::string, std::string>({
         {"bad-tp.toml", at("bad-tp.toml", ":9:6", "tp = 3 must divide num_heads = 32")},
         {"bad-batch.toml", at("bad-batch.toml", ":10:16", "global_batch = 100 must be a multiple of micro_batch x dp = 3 x 8 = 24")},
-        {"bad-enum.toml", at("bad-enum.toml", ":8:13", "recompute = \"sometimes\" is not one of: none, selective, full")},
+        {"bad-enum.toml", at("bad-enum.toml", ":8:13", "recompute = \"sometimes\" is not one of: none, selective, full, per-op")},
     }));
     CAPTURE(fixture);
     const auto r = cli({"fit", "--scenario", tp_test::data("bad/" + fixture)});

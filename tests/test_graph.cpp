@@ -90,9 +90,11 @@ TEST_CASE("selective recompute repeats exactly the attention core ops (Korthikan
     CHECK(roles == std::vector<OpRole>{OpRole::AttnScores, OpRole::AttnSoftmax, OpRole::AttnDropout, OpRole::AttnValues});
     // QK^T and PV: 2 x 2 FLOPs per MAC x h per token per key; GPT-3: h = 12288.
     CHECK(g.selective_flops_per_token_sq == 4.0 * 12288);
-    // FlashAttention recomputes inside its own backward: nothing to repeat.
+    // With FlashAttention Megatron still checkpoints the core attention
+    // (Megatron-Core attention.py, checkpoint_core_attention): the fused kernel's
+    // forward, the same 4 h FLOPs per token per key, runs again.
     t.flash_attention = true;
-    CHECK(build_step_graph(m, t).selective_flops_per_token_sq == 0);
+    CHECK(build_step_graph(m, t).selective_flops_per_token_sq == 4.0 * 12288);
 }
 
 TEST_CASE("logits: 16-bit copy plus the fp32 softmax copy, vocabulary split by TP", "[graph][memory]") {

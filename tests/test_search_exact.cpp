@@ -103,7 +103,7 @@ TEST_CASE("branch and bound equals brute force on 50 random small spaces (top 5 
 TEST_CASE("the bound's premises hold: fastest leaf values first, setup dimensions leave compute and model-parallel terms alone",
           "[search][exact]") {
     // search.cpp's argument, checked on the model directly: (1) recompute none <=
-    // selective <= full in step time; (2) tp_comm_overlap on <= off; (3) ZeRO,
+    // {selective, per-op} <= full in step time; (2) tp_comm_overlap on <= off; (3) ZeRO,
     // FSDP and offloads change neither compute, bubble, nor TP/PP/EP traffic.
     std::mt19937 rng(7);
     for (int k = 0; k < 30; ++k) {
@@ -119,12 +119,16 @@ TEST_CASE("the bound's premises hold: fastest leaf values first, setup dimension
         auto step = [](Scenario x) { return estimate_time(x).time.step_s; };
         for (bool ov : {false, true}) {
             s.setup.tp_comm_overlap = ov;
-            Scenario a = s, b = s, f = s;
+            Scenario a = s, b = s, f = s, p = s;
             a.setup.recompute = Recompute::None;
             b.setup.recompute = Recompute::Selective;
+            p.setup.recompute = Recompute::PerOp;
             f.setup.recompute = Recompute::Full;
+            // The partial order: none <= {selective, per-op} <= full.
             CHECK(step(a) <= step(b));
+            CHECK(step(a) <= step(p));
             CHECK(step(b) <= step(f));
+            CHECK(step(p) <= step(f));
         }
         Scenario on = s, off = s;
         on.setup.tp_comm_overlap = true;

@@ -155,10 +155,14 @@ TEST_CASE("thermal throttling and a starving data loader show up in the step", "
     };
     // 80 % sustained clock slows what the SMs do, not what waits on memory
     // traffic alone: the step grows, by less than the 1/0.8 = 1.25 of a purely
-    // clock-bound step, because the optimizer step stays HBM-bound.
+    // clock-bound step, because the optimizer step, the element-wise kernels and
+    // bitsandbytes' dequantization stay bandwidth-bound. The GEMMs are about half
+    // of this 7B QLoRA step: forward, its full recompute and the input-gradient
+    // GEMMs, 3 x 2 x 6.7e9 x 4096 tokens = 1.65e14 FLOP, ~1.0 s at the 4090's
+    // 165 TFLOP/s of a ~1.9 s step; half the step at 1/0.8 gives ~1.125: > 1.10.
     const json hot = with({"--sustained-clock", "0.8"});
     const double slow = step(hot) / step(base);
-    CHECK(slow > 1.15);
+    CHECK(slow > 1.10);
     CHECK(slow < 1.25);
     CHECK(hot["time"]["optimizer_s"].get<double>() == base["time"]["optimizer_s"].get<double>());
     // Two workers at 1 sample/s each deliver 2 samples/s: a 2-sample step needs 1 s of loading.

@@ -54,6 +54,13 @@ constexpr EnumEntry kRecompute[] = {
     {TP_E(Recompute, None), "none", "", "keep every activation"},
     {TP_E(Recompute, Selective), "selective", "", "recompute attention scores (Korthikanti et al. 2022)"},
     {TP_E(Recompute, Full), "full", "", "keep layer inputs only; recompute the forward"},
+    {TP_E(Recompute, PerOp), "per-op", "op,selective-op",
+     "torchtitan per-op selective: keep matmul / attention outputs, recompute every other matmul"},
+};
+constexpr EnumEntry kRecomputeMethod[] = {
+    {TP_E(RecomputeMethod, Uniform), "uniform", "", "checkpoint every group of recompute_layers layers (Megatron-LM)"},
+    {TP_E(RecomputeMethod, Block), "block", "", "checkpoint the first recompute_layers layers of each stage (Megatron-LM)"},
+    {TP_E(RecomputeMethod, Every), "every", "every-kth", "checkpoint every recompute_layers-th layer (torchtitan selective_ac_option = k)"},
 };
 constexpr EnumEntry kOffload[] = {
     {TP_E(Offload, None), "none", "", "on the GPU"},
@@ -68,6 +75,7 @@ constexpr EnumEntry kSchedule[] = {
 constexpr EnumEntry kQuant[] = {
     {TP_E(QuantType, NF4), "nf4", "", "4-bit NormalFloat"},
     {TP_E(QuantType, FP4), "fp4", "", "4-bit float"},
+    {TP_E(QuantType, GPTQ), "gptq", "gptq-int4", "GPTQ int4, group 128 (auto-gptq; dequantized with torch ops in training)"},
 };
 constexpr EnumEntry kFsdp[] = {
     {TP_E(FsdpStrategy, None), "none", "", "no FSDP (ZeRO stage applies)"},
@@ -165,6 +173,7 @@ TP_TABLE(Method, "method", kMethod)
 TP_TABLE(Precision, "precision", kPrecision)
 TP_TABLE(OptimizerKind, "optimizer", kOptimizer)
 TP_TABLE(Recompute, "recompute", kRecompute)
+TP_TABLE(RecomputeMethod, "recompute method", kRecomputeMethod)
 TP_TABLE(Offload, "offload", kOffload)
 TP_TABLE(Schedule, "schedule", kSchedule)
 TP_TABLE(QuantType, "quant", kQuant)

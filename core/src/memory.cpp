@@ -128,6 +128,9 @@ std::int64_t lora_params_per_layer(const ModelSpec& m, const LoraConfig& l) {
 // Sec. 3): 4 bits + one fp32 absmax per block of 64 (0.5 bit); double
 // quantization stores 8-bit absmax plus one fp32 per 256 blocks (0.127 bit).
 double qlora_bits_per_param(const QLoraConfig& q) {
+    // GPTQ int4 (auto-gptq): 4-bit weights, an fp16 scale and a 4-bit zero point
+    // per group of input rows (group size: data/defaults.toml [qlora]).
+    if (q.quant == QuantType::GPTQ) return 4.0 + (16.0 + 4.0) / policy().gptq_group_size;
     const double block = q.block_size;
     const double constants = q.double_quant ? 8.0 / block + 32.0 / (block * 256.0) : 32.0 / block;
     return 4.0 + constants;
@@ -259,7 +262,17 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // stored bytes per layer; the embedding side per in-flight micro-batch;
     // the head side and the logits for the one micro-batch in its loss.
     st.microbatches_in_flight = microbatches_in_flight(lay, i, static_cast<double>(t.grad_accum));
-    mem.activations = st.microbatches_in_flight * st.layers * g.stored(t.recompute).bytes(sq, mb, tp, sp);
+    const RecomputeLayers rl = recompute_layers(t, st.layers);
+    const double per_mb_layers = stored_layers_bytes(g, t, st.layers, sq, mb, tp, sp);
+    mem.activations = st.microbatches_in_flight * per_mb_layers;
+    if (t.activation_offload && st.layers > 0) {
+        // Offloaded activations live in host memory; the GPU keeps the layer
+        // being copied out (or in) and the one prefetched for backward.
+        const double kept = std::min(2.0, static_cast<double>(st.layers)) * per_mb_layers / st.layers;
+        const double moved = std::max(0.0, mem.activations - kept);
+        mem.activations -= moved;
+        host += moved;
+    }
     if (first) mem.activations += st.microbatches_in_flight * g.stored_first.bytes(sq, mb, tp, sp);
     if (last) {
         mem.activations += g.stored_last.bytes(sq, mb, tp, sp);
@@ -278,8 +291,11 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         temp += 2 * layer * w16 + (full ? layer * c.bpp.gradients : 0);
     }
     if (t.optimizer_offload != Offload::None) temp += def.grad_bucket_bytes;
-    if (t.recompute == Recompute::Full) temp += g.stored_none.bytes(sq, mb, tp, sp);  // one layer recomputed during backward
-    if (t.recompute == Recompute::Selective) temp += g.stored_none.bytes(sq, mb, tp, sp) - g.stored_selective.bytes(sq, mb, tp, sp);
+    // The layers rebuilt at once during backward (one, or a uniform group), or
+    // what selective / per-op recompute regenerates for one layer.
+    if (t.recompute == Recompute::Full) temp += rl.working * g.stored_none.bytes(sq, mb, tp, sp);
+    if (t.recompute == Recompute::Selective || t.recompute == Recompute::PerOp)
+        temp += g.stored_none.bytes(sq, mb, tp, sp) - g.stored(t.recompute).bytes(sq, mb, tp, sp);
     if (c.plan.dp_group.size > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;
     if (lay.cp > 1) {
         // Ring attention double-buffers the K/V block in flight (the one being

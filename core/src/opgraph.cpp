@@ -1,5 +1,7 @@
 #include "trainplan/opgraph.hpp"
 
+#include <algorithm>
+
 namespace trainplan {
 
 double activation_bytes_per_elem(Precision p) {
@@ -108,6 +110,13 @@ void lora_adapter(Builder& b, std::string_view name, const TrainingSetup& t, int
     B.kind = OpKind::LoraGemm;
     Builder::owns(B, copies * r * d_out, true, cls, true);
     B.weight.adapter = true;
+    // PEFT adds the adapter path to the base output as separate kernels:
+    // lora_B(...) * scaling (read and write d_out), then result + that (read two,
+    // write one d_out). Backward: the scaling multiply again (2 d_out), and the
+    // input's gradient summed from the base and adapter paths (read two, write one
+    // d_in). Nothing is saved (peft/tuners/lora/layer.py, Linear.forward).
+    OpDef& add = b.elementwise("lora_scale_add", OpRole::LoraScaleAdd, OpKind::Elementwise, split, 5 * d_out * act_bytes, {});
+    add.bwd_hbm_factor = (2 * d_out + 3 * d_in) / (5 * d_out);
     b.adapted = {};
 }
 
@@ -139,7 +148,86 @@ void saved_coeffs(StepGraph& g) {
     }
 }
 
+// torchtitan's per-op selective activation checkpointing (torchtitan
+// models/llama3/parallelize.py, _apply_ac_to_transformer_block with
+// selective_ac_option = "op"): inside each layer's checkpoint the outputs of
+// matmuls and of the fused attention kernel are kept, except every second
+// matmul (a counter per layer: the 2nd, 4th, ... recompute); every other op is
+// recomputed. Kept per layer: the checkpoint's input, the kept matmul outputs
+// and the attention output with its log-sum-exp. A fused gate/up matmul is the
+// two matmuls w1, w3 of torchtitan's FeedForward: one kept, one recomputed.
+// LoRA matmuls are not counted (torchtitan has none): recomputed.
+void per_op_policy(StepGraph& g, double layer_input_bytes, double act_bytes) {
+    g.stored_per_op.replicated = layer_input_bytes;
+    int count = 0;
+    auto keep = [&](const OpDef& o, double elems) {
+        (o.split == Split::Replicated ? g.stored_per_op.replicated : g.stored_per_op.tensor_parallel) += elems;
+    };
+    for (OpDef& o : g.ops) {
+        if (o.site != Site::Layer) continue;
+        if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) {
+            const int mms = o.role == OpRole::GateUpProj ? 2 : 1;
+            const double out = o.gemm_n / mms * o.gemm_rows_per_token;  // output elements per token of one matmul
+            const double bytes = act_bytes;
+            int recomputed = 0;
+            for (int i = 0; i < mms; ++i) {
+                if (++count % 2 == 0) ++recomputed;
+                else keep(o, out * bytes);
+            }
+            o.per_op_recompute = static_cast<double>(recomputed) / mms;
+            g.per_op_flops_per_token += o.per_op_recompute * o.flops_per_token;
+        } else if (o.kind == OpKind::FlashAttention) {
+            for (int i : o.saves) {
+                const TensorDef& td = g.tensors[static_cast<size_t>(i)];
+                if (td.name == "attn_context" || td.name == "attn_logsumexp") keep(o, td.elems_per_token * td.bytes_per_elem);
+            }
+        } else {
+            o.per_op_recompute = 1;
+            g.per_op_flops_per_token += o.flops_per_token;
+            g.per_op_flops_per_token_sq += o.flops_per_token_sq;
+        }
+    }
+}
+
 }  // namespace
+
+RecomputeLayers recompute_layers(const TrainingSetup& t, int layers) {
+    RecomputeLayers r;
+    if (t.recompute != Recompute::Full || layers <= 0) return r;
+    const int n = t.recompute_layers;
+    switch (t.recompute_method) {
+        case RecomputeMethod::Uniform: {
+            // Megatron-LM uniform: groups of N consecutive layers, one checkpoint
+            // (its input) per group; all layers recomputed, one group at a time.
+            const int group = std::clamp(n <= 0 ? 1 : n, 1, layers);
+            r.checkpointed = r.recomputed = layers;
+            r.inputs = (layers + group - 1) / group;
+            r.working = group;
+            break;
+        }
+        case RecomputeMethod::Block:
+            // Megatron-LM block: the first N layers of the stage checkpointed one by one.
+            r.checkpointed = r.inputs = r.recomputed = std::clamp(n <= 0 ? layers : n, 0, layers);
+            r.working = r.checkpointed > 0 ? 1 : 0;
+            break;
+        case RecomputeMethod::Every: {
+            // torchtitan selective_ac_option = "k": layers whose index is a multiple of k.
+            const int k = std::max(1, n);
+            r.checkpointed = r.inputs = r.recomputed = (layers + k - 1) / k;
+            r.working = 1;
+            break;
+        }
+    }
+    return r;
+}
+
+double stored_layers_bytes(const StepGraph& g, const TrainingSetup& t, int layers, double s, double b, double tp, bool sp) {
+    // Full recompute per --recompute-method: checkpointed layers keep their
+    // inputs (one per uniform group), the others everything.
+    if (t.recompute != Recompute::Full) return layers * g.stored(t.recompute).bytes(s, b, tp, sp);
+    const RecomputeLayers rl = recompute_layers(t, layers);
+    return rl.inputs * g.stored_full.bytes(s, b, tp, sp) + (layers - rl.checkpointed) * g.stored_none.bytes(s, b, tp, sp);
+}
 
 StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     Builder b;
@@ -224,8 +312,13 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         OpDef& fa = b.op("flash_attention", OpRole::FlashAttention, OpKind::FlashAttention, TP, {q, k, v});
         fa.flops_per_token_sq = 4.0 * qd;  // QK^T and PV, 2 FLOPs per MAC each
         fa.hbm_bytes_per_token = (2 * qd + 2 * kvd) * a;
+        // Megatron's selective recompute (--recompute-granularity selective)
+        // checkpoints the core attention also when it is fused: the kernel's
+        // forward runs again in backward and its log-sum-exp is not kept (the
+        // context is, as the output projection's input).
+        fa.selective_recompute = true;
         ctx = b.tensor("attn_context", qd, a, TP);
-        const int lse = b.tensor("attn_logsumexp", nh, 4.0, TP);
+        const int lse = b.output("attn_logsumexp", nh, 4.0, TP);
         b.g.ops.back().saves.insert(b.g.ops.back().saves.end(), {ctx, lse});
         // Eager code moves Q, K, V into the kernel's layout and the output back
         // (transpose + contiguous copies: read and write each).
@@ -419,6 +512,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     saved_coeffs(g);  // stored_none, stored_selective, stored_first, stored_last, logits
     // Full recompute keeps only each layer's input (2sbh; Korthikanti Sec. 4.2).
     g.stored_full.replicated = h * a;
+    per_op_policy(g, h * a, a);
     for (const OpDef& o : g.ops)
         if (o.site == Site::Layer && o.selective_recompute) g.selective_flops_per_token_sq += o.flops_per_token_sq;
     for (const OpDef& o : g.ops) {

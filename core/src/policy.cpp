@@ -134,6 +134,10 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     const toml::table& ov = r.table("overlap");
     p.tp_comm_exposed_fraction = r.number(ov, "overlap", "tp_comm_exposed_fraction");
 
+    const toml::table& ql = r.table("qlora");
+    p.gptq_group_size = r.number(ql, "qlora", "gptq_group_size");
+    p.gptq_dequant_bytes_per_param = r.number(ql, "qlora", "gptq_dequant_bytes_per_param");
+
     if (!r.errs.empty()) return Error(std::move(r.errs));
     return p;
 }

@@ -257,6 +257,16 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::recompute>("training", "recompute", "--recompute", "Recompute", choice<Recompute>(),
                                     "Activation recompute (default none; full for QLoRA)", TP_AT(setup.recompute)));
     f.back().contextual_default = true;
+    f.push_back(row<&In::recompute_method>("training", "recompute_method", "--recompute-method", "Recompute method",
+                                           choice<RecomputeMethod>(),
+                                           "Which layers full recompute checkpoints: uniform | block | every (default uniform)",
+                                           TP_AT(setup.recompute_method)));
+    f.push_back(row<&In::recompute_layers>("training", "recompute_layers", "--recompute-layers", "Recompute layers", integer(0, 1 << 20),
+                                           "uniform: layers per checkpoint; block: layers checkpointed per stage; every: k (0 = default; more than a stage holds = all of them, as Megatron-LM does)",
+                                           TP_AT(setup.recompute_layers)));
+    f.push_back(row<&In::activation_offload>("training", "activation_offload", "--activation-offload", "Activation offload", boolean(),
+                                             "Saved activations to host memory and back: on | off (default off)",
+                                             TP_AT(setup.activation_offload)));
     f.push_back(row<&In::flash_attention>("training", "flash_attention", "--flash-attention", "FlashAttention", boolean(),
                                           "Fused attention kernel: on | off (default on)", TP_AT(setup.flash_attention)));
     f.push_back(row<&In::attention_kernel>("training", "attention_kernel", "--attention-kernel", "Attention kernel",

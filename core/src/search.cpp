@@ -190,11 +190,30 @@ struct TopK {
 // shape whose bound exceeds the k-th best layout found so far, and skips a node
 // whose bound does. Memory does not read tp_comm_overlap, so overlap off (same
 // memory, never faster, later index) is dominated and never evaluated.
-// Recompute variants are tried in time order: the first that fits is the
-// node's best (dominance); for the Pareto front every fitting one is timed.
+// Recompute variants form a partial order in time, not a chain: none adds
+// nothing; selective and per-op each repeat a subset of one layer's forward
+// (attention, or every other matmul and the element-wise ops: which is
+// dearer depends on the shape); full repeats all of it and its TP
+// all-reduce. So none <= {selective, per-op} <= full. They are tried in
+// that rank order and a variant is skipped (dominated) once a variant below
+// it in the order fits; the fastest fitting one is the node's best. For the
+// Pareto front every fitting one is timed.
 // Only strict inequalities prune, and ties go to the lower enumeration index,
 // so every configuration of the true top-k is evaluated, whatever order the
 // threads reach it in: the answer equals brute force for any thread count.
+
+namespace {
+// A recompute variant's place in the time order argued above.
+int recompute_rank(Recompute r) {
+    switch (r) {
+        case Recompute::None: return 0;
+        case Recompute::Selective:
+        case Recompute::PerOp: return 1;
+        case Recompute::Full: return 2;
+    }
+    return 2;
+}
+}  // namespace
 
 PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t top_n, RankBy rank, unsigned threads,
                         std::int64_t global_batch) {
@@ -219,12 +238,13 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
             }
         combos = std::move(next);
     }
-    // Leaf lists in time order (fastest first): the enum table lists recompute
-    // from none to full; overlap on before off.
+    // Leaf lists in time order (fastest first): recompute by its rank in the
+    // partial order above (stable within a rank); overlap on before off.
     std::vector<Recompute> recs{base.setup.recompute};
     if (space.vary_recompute) {
         recs.clear();
         for (int v : all_of<Recompute>()) recs.push_back(static_cast<Recompute>(v));
+        std::stable_sort(recs.begin(), recs.end(), [](Recompute a, Recompute b) { return recompute_rank(a) < recompute_rank(b); });
     }
     std::vector<bool> ovs{base.setup.tp_comm_overlap};
     if (space.vary_overlap) ovs = {true, false};
@@ -451,8 +471,13 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                     ++C.bound;
                     if (!space.pareto && first.time.step_s > top.threshold.load()) { C.pruned += R * O; continue; }
                     C.pruned += R * (O - 1);  // overlap off: dominated
+                    int fitted_rank = -1;  // the lowest rank that fits so far
                     for (std::int64_t r = 0; r < R; ++r) {
                         s.setup.recompute = recs[static_cast<size_t>(r)];
+                        if (!space.pareto && fitted_rank >= 0 && recompute_rank(s.setup.recompute) > fitted_rank) {
+                            ++C.pruned;  // a faster variant below it in the order fits: dominated
+                            continue;
+                        }
                         const MemoryBreakdown mb = estimate_memory(s, graph).peak();
                         ++C.mem;
                         if (!fits(mb)) { ++C.oom; continue; }
@@ -464,12 +489,8 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                         }
                         Leaf l{leaf_index(i, j, r, 0), step, mb.headroom(), static_cast<int>(i), j, static_cast<int>(r), 0};
                         top.offer(layout_of(shapes[i]), l);
-                        if (!space.pareto) {
-                            // Later recompute values are no faster and come later: dominated.
-                            C.pruned += R - 1 - r;
-                            break;
-                        }
-                        C.points.push_back(l);
+                        if (fitted_rank < 0) fitted_rank = recompute_rank(s.setup.recompute);
+                        if (space.pareto) C.points.push_back(l);
                     }
                 }
                 ++done;

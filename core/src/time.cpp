@@ -70,7 +70,11 @@ double gemm_s(double m, double n, double k, double act_bytes, const Hw& hw) {
     const double tiles = ceil_positive(m / 128.0) * ceil_positive(n / 128.0);
     const double waves = ceil_positive(tiles / hw.sms);
     const double wave_eff = tiles / (waves * hw.sms);
-    const double depth_eff = k / (k + 64.0);
+    // The per-tile fixed cost equals 64 steps of k at the 16-bit rate; a format
+    // with a faster tensor-core rate (fp8: twice) runs the main loop faster while
+    // the fixed cost stays, so it counts as proportionally more depth.
+    const double rate = hw.attn_peak > 0 && hw.peak > 0 ? hw.peak / hw.attn_peak : 1.0;
+    const double depth_eff = k / (k + 64.0 * rate);
     const double eff = hw.eff.gemm * wave_eff * depth_eff;
     const double t_compute = flops / (hw.peak * eff);
     const double t_memory = act_bytes * (m * k + k * n + m * n) / hw.bw;
@@ -81,6 +85,7 @@ struct PassTimes {
     double fwd = 0, bwd = 0;  // one micro-batch
     double memory_bound = 0;  // the part of fwd + bwd limited by HBM bandwidth
     double selective_fwd = 0; // forward of the ops selective recompute repeats
+    double per_op_fwd = 0;    // forward that per-op (torchtitan) recompute repeats
 };
 
 // What the time terms share.
@@ -100,6 +105,9 @@ struct TimeContext {
     double act_bytes = 2;    // activation_bytes_per_elem(precision)
     double sq = 0;           // sequence length
     bool sp = false;         // sequence parallelism in effect (tp > 1)
+    // Set per op by site_times: this GEMM is the first to read its input tensor
+    // (fp8: the input's cast_transpose runs once however many GEMMs read it).
+    mutable bool fp8_first_reader = false;
     [[nodiscard]] const LinkCost& link(Tier t) const { return t == Tier::InterNode ? tiers.inter : tiers.intra; }
     [[nodiscard]] const std::string& link_id(Tier t) const {
         static const std::string none;
@@ -141,6 +149,34 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
             fwd = gemm_s(mm, n, k, gemm_bytes, hw);
             // Backward: the input gradient, and the weight gradient when trained.
             bwd = gemm_s(mm, k, n, gemm_bytes, hw) + (o.trainable_weight ? gemm_s(k, n, mm, gemm_bytes, hw) : 0);
+            if (gemm_bytes == 1.0) {
+                // Transformer Engine (delayed scaling) around every fp8 GEMM, as
+                // separate memory-bound kernels: cast_transpose of the input (read
+                // 16-bit, write fp8 and its fp8 transpose for the weight gradient),
+                // once per input tensor; in backward the same for the output's
+                // gradient; and the weight cast to fp8 with its transpose (read the
+                // weight, write 2 B), per micro-batch -- Megatron passes
+                // is_first_microbatch, so TE casts it once per step there.
+                // Megatron-Core's TE layers fuse the cast into the kernel that
+                // produces the tensor (LayerNormLinear / LayerNormMLP: the norm and
+                // the activation write fp8; backward's dact-cast-transpose): only
+                // the transpose remains (read 1 B, write 1 B) for inputs coming
+                // from a norm or the activation and for the MLP input GEMM's
+                // output gradient.
+                const bool megatron = c.s.setup.framework == Framework::Megatron;
+                const bool in_fused = megatron && o.role != OpRole::OProj;
+                const bool grad_fused = megatron && (o.role == OpRole::GateUpProj || o.role == OpRole::UpProj);
+                const double in = c.fp8_first_reader ? mm * k * (in_fused ? 2.0 : a + 2.0) : 0.0;
+                const double grad = mm * n * (grad_fused ? 2.0 : a + 2.0);
+                const double w_bytes = c.s.setup.framework == Framework::PyTorchAMP ? 4.0 : 2.0;
+                const double w_cast = k * n * (w_bytes + 2.0) /
+                                      (c.s.setup.framework == Framework::Megatron ? c.micro_batches : 1.0);
+                const double cast_fwd = (in + w_cast) / hw.bw + (c.fp8_first_reader ? 2 : 1) * hw.eff.kernel_overhead_s;
+                const double cast_bwd = grad / hw.bw + hw.eff.kernel_overhead_s;
+                fwd += cast_fwd;
+                bwd += cast_bwd;
+                p.memory_bound += cast_fwd + cast_bwd;
+            }
             break;
         }
         case OpKind::FlashAttention: {
@@ -175,6 +211,7 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
         }
     }
     if (o.selective_recompute) p.selective_fwd += fwd;
+    if (o.per_op_recompute > 0) p.per_op_fwd += o.per_op_recompute * fwd;
     p.fwd += fwd;
     p.bwd += bwd;
 }
@@ -185,7 +222,17 @@ struct SiteTimes {
 };
 SiteTimes site_times(const TimeContext& c) {
     SiteTimes st;
-    for (const OpDef& o : c.g.ops) op_times(c, o, st.site[static_cast<int>(o.site)]);
+    int seen[16];
+    int n_seen = 0;
+    for (const OpDef& o : c.g.ops) {
+        c.fp8_first_reader = false;
+        if ((o.kind == OpKind::Gemm || o.kind == OpKind::LoraGemm || o.kind == OpKind::Router) && !o.saves.empty()) {
+            const int in = o.saves[0];
+            c.fp8_first_reader = std::find(seen, seen + n_seen, in) == seen + n_seen;
+            if (c.fp8_first_reader && n_seen < 16) seen[n_seen++] = in;
+        }
+        op_times(c, o, st.site[static_cast<int>(o.site)]);
+    }
     return st;
 }
 
@@ -231,29 +278,47 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     const double L = c.max_layers;
     stage_fwd = L * lt.fwd + head.fwd + emb.fwd;
     stage_bwd = L * lt.bwd + head.bwd + emb.bwd;
-    // Recompute repeats the layers' forward (full) or the ops marked on the graph (selective).
-    double stage_rec = t.recompute == Recompute::Full ? L * lt.fwd : t.recompute == Recompute::Selective ? L * lt.selective_fwd : 0;
-    // QLoRA: bitsandbytes dequantizes every 4-bit weight to 16-bit for each
-    // matmul that uses it (forward, and the input-gradient GEMM in backward):
-    // read the 4-bit weight and its constants, write 16 bits, and the GEMM reads them back.
-    double dequant = 0;  // bandwidth-bound, like the element-wise ops
+    // Recompute repeats the forward of the layers full recompute checkpoints
+    // (all, or per --recompute-method), or the ops the graph marks (selective, per-op).
+    const double rec_layers = recompute_layers(t, c.max_layers).recomputed;
+    double stage_rec = 0;
+    if (t.recompute == Recompute::Full) stage_rec = rec_layers * lt.fwd;
+    if (t.recompute == Recompute::Selective) stage_rec = L * lt.selective_fwd;
+    if (t.recompute == Recompute::PerOp) stage_rec = L * lt.per_op_fwd;
+    double dequant = 0;  // bandwidth-bound, like the element-wise ops: not stretched by a lowered clock
     if (t.method == Method::QLoRA) {
+        // bitsandbytes dequantizes every 4-bit weight to 16-bit for each matmul
+        // that uses it (forward, and the input-gradient GEMM in backward): read the
+        // 4-bit weight and its constants, write 16 bits, and the GEMM reads them
+        // back. auto-gptq (GPTQ bases) dequantizes with separate torch ops
+        // (data/defaults.toml [qlora]) in forward only: autograd keeps the
+        // dequantized matrix for the input gradient.
+        const bool gptq = t.qlora.quant == QuantType::GPTQ;
         const StageParams one = stage_params(c.g, c.plan, 1, false, false);
-        const double per_param = qlora_bits_per_param(t.qlora) / 8.0 + 2.0 + 2.0;
+        const double per_param = (gptq ? policy().gptq_dequant_bytes_per_param : qlora_bits_per_param(t.qlora) / 8.0 + 2.0) + 2.0;
         const double per_pass = (one.frozen_linear_dense + one.frozen_linear_expert) * per_param / c.hw.bw;
         stage_fwd += L * per_pass;
-        stage_bwd += L * per_pass;
-        if (t.recompute == Recompute::Full) stage_rec += L * per_pass;
-        dequant = L * per_pass * (t.recompute == Recompute::Full ? 3 : 2);
+        if (!gptq) stage_bwd += L * per_pass;
+        if (t.recompute == Recompute::Full) stage_rec += rec_layers * per_pass;
+        dequant = L * per_pass * (gptq ? 1 : 2) + (t.recompute == Recompute::Full ? rec_layers * per_pass : 0.0);
     }
     // A lowered SM clock (thermal / power throttling) stretches the math, not the
     // memory-bound (HBM/GDDR-bandwidth) part: memory clocks are not throttled with the SMs.
-    const double memory_bound = L * lt.memory_bound * (1.0 + (t.recompute == Recompute::Full ? 0.5 : 0.0));
+    const double memory_bound = L * lt.memory_bound + (t.recompute == Recompute::Full ? 0.5 * rec_layers * lt.memory_bound : 0.0);
     const double stage = stage_fwd + stage_bwd + stage_rec;
     // (An unbounded stage -- a zero bandwidth or peak -- stays unbounded, not inf - inf.)
     const double clocked = std::isfinite(stage) ? std::max(0.0, stage - memory_bound - dequant) : stage;
     const double per_mb = std::isfinite(stage) ? clocked / c.clock + (stage - clocked) : stage / c.clock;
     TimeBreakdown& tb = est.time;
+    if (t.activation_offload) {
+        // Activation offload: the stage's saved activations go to the host in
+        // forward and come back in backward over PCIe, overlapped with the
+        // micro-batch's compute; what does not fit under it is exposed.
+        const ParallelLayout& lay = t.layout;
+        const double bytes = stored_layers_bytes(c.g, t, c.max_layers, c.sq, static_cast<double>(t.micro_batch), lay.tp, c.sp);
+        const double copy = 2.0 * bytes / policy().pcie_bytes_per_s(c.s.cluster.gpu.pcie_gen);
+        tb.offload_s += c.micro_batches * std::max(0.0, copy - per_mb);
+    }
     tb.compute_s = c.micro_batches * per_mb;
     tb.memory_bound_s = c.micro_batches * memory_bound;
     tb.recompute_s = c.micro_batches * stage_rec * (stage > 0 && std::isfinite(stage) ? per_mb / stage : 1.0 / c.clock);
@@ -320,12 +385,14 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
     //    forward (Megatron-LM; Korthikanti et al. Sec. 4.2.2). Not overlapped.
     //  - EP: all-to-all dispatch and combine of the routed copies.
     double tp_s = 0, ep_s = 0;
+    // Share of the stage's layers whose forward (and its TP collectives) full recompute repeats.
+    const double rec_share = c.max_layers > 0 ? static_cast<double>(recompute_layers(t, c.max_layers).recomputed) / c.max_layers : 0.0;
     for (const OpDef& o : c.g.ops) {
         if (o.site != Site::Layer) continue;
         for (const CollectiveDef& col : o.collectives) {
             const double msg = c.tokens_mb * col.bytes_per_token;
             if (col.kind == CollectiveKind::TensorParallel && lay.tp > 1)
-                tp_s += (2.0 + (t.recompute == Recompute::Full ? 1.0 : 0.0)) * allreduce_s(msg, lay.tp, tp_link);
+                tp_s += (2.0 + rec_share) * allreduce_s(msg, lay.tp, tp_link);
             else if (col.kind == CollectiveKind::ExpertAllToAll && lay.ep > 1)
                 ep_s += 2.0 * alltoall_s(msg / (sp ? lay.tp : 1), lay.ep, ep_link);
         }
@@ -479,7 +546,7 @@ void optimizer_terms(const TimeContext& c, TimeEstimate& est) {
     // ZeRO-Offload: CPU Adam plus gradients down and weights up over PCIe.
     const double cpu_params_per_s = pol.cpu_adam_params_per_s_per_node / std::max(1, c.s.cluster.gpus_per_node);
     const double pcie = pol.pcie_bytes_per_s(c.s.cluster.gpu.pcie_gen);
-    tb.offload_s = updated / cpu_params_per_s + updated * 4.0 / pcie;
+    tb.offload_s += updated / cpu_params_per_s + updated * 4.0 / pcie;
     if (t.param_offload != Offload::None) tb.offload_s += c.micro_batches * 2.0 * c.crit.total() / c.plan.dense.optimizer * 2.0 / pcie;
     if (t.optimizer_offload == Offload::NVMe || t.param_offload == Offload::NVMe) tb.offload_s += updated * 16.0 / pol.nvme_bytes_per_s;
 }
@@ -508,13 +575,30 @@ void throughput_terms(const TimeContext& c, TimeEstimate& est) {
     th.tokens_per_s = tokens_step / step;
     th.samples_per_s = static_cast<double>(t.global_batch()) / step;
     th.model_flops_per_token = model_flops_per_token(m, t.seq_len);
-    // Hardware FLOPs add what recompute repeats: one forward (full), or the ops
-    // the graph marks for selective recompute (eager attention's s x s work).
+    // MFU keeps the 6N + 12 L h s convention (PaLM Appendix B) for every method:
+    // under LoRA / QLoRA N is the base model's matmul parameters, as fine-tuning
+    // reports quote it. Hardware FLOPs are the FLOPs executed: frozen base weights
+    // have no weight-gradient GEMM (2 of the 6 FLOPs per parameter), the adapters'
+    // GEMMs run forward, input- and weight-gradient; and what recompute repeats:
+    // the forward of the recomputed layers (full), or the ops the graph marks
+    // (selective: attention; per-op: every other matmul and the memory-bound ops).
+    const double Lm = static_cast<double>(m.num_layers), sq = static_cast<double>(t.seq_len);
+    double frozen_wgrad = 0, adapters_fwd = 0;
+    for (const OpDef& o : c.g.ops) {
+        const double n = o.site == Site::Layer ? Lm : 1.0;
+        if ((o.kind == OpKind::Gemm || o.kind == OpKind::Router) && !o.trainable_weight) frozen_wgrad += n * o.flops_per_token;
+        if (o.kind == OpKind::LoraGemm) adapters_fwd += n * o.flops_per_token;
+    }
     double recompute_flops = 0;
-    if (t.recompute == Recompute::Full) recompute_flops = th.model_flops_per_token / 3.0;
-    else if (t.recompute == Recompute::Selective)
-        recompute_flops = c.g.selective_flops_per_token_sq * static_cast<double>(m.num_layers) * static_cast<double>(t.seq_len);
-    th.hardware_flops_per_token = th.model_flops_per_token + recompute_flops;
+    if (t.recompute == Recompute::Full) {
+        const double share = c.max_layers > 0 ? static_cast<double>(recompute_layers(t, c.max_layers).recomputed) / c.max_layers : 1.0;
+        recompute_flops = share * (th.model_flops_per_token / 3.0 + adapters_fwd);
+    } else if (t.recompute == Recompute::Selective) {
+        recompute_flops = c.g.selective_flops_per_token_sq * Lm * sq;
+    } else if (t.recompute == Recompute::PerOp) {
+        recompute_flops = (c.g.per_op_flops_per_token + c.g.per_op_flops_per_token_sq * sq) * Lm;
+    }
+    th.hardware_flops_per_token = th.model_flops_per_token - frozen_wgrad + 3.0 * adapters_fwd + recompute_flops;
     th.peak_flops = c.hw.peak;
     const double gpus = c.s.cluster.num_gpus;
     th.model_tflops_per_gpu = th.model_flops_per_token * th.tokens_per_s / gpus / units::TFLOPS;

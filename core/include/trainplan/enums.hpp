@@ -45,6 +45,8 @@ const EnumTable& enum_table<OptimizerKind>();
 template <>
 const EnumTable& enum_table<Recompute>();
 template <>
+const EnumTable& enum_table<RecomputeMethod>();
+template <>
 const EnumTable& enum_table<Offload>();
 template <>
 const EnumTable& enum_table<Schedule>();

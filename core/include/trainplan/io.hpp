@@ -62,6 +62,9 @@ struct ScenarioInput {
     std::optional<FsdpStrategy> fsdp;
     std::optional<Offload> optimizer_offload, param_offload;
     std::optional<Recompute> recompute;
+    std::optional<RecomputeMethod> recompute_method;
+    std::optional<int> recompute_layers;
+    std::optional<bool> activation_offload;
     std::optional<bool> flash_attention;
     std::optional<bool> tf32;
     std::optional<AttentionKernel> attention_kernel;

@@ -44,7 +44,7 @@ enum class OpRole {
     MlpNorm, GateUpProj, UpProj, ActFn, ActMul, DownProj,
     Router, RouterTopK, MoeCombine,
     PostMlpNorm, MlpOutDropout, MlpResidualAdd,
-    LoraDropout, LoraA, LoraB,
+    LoraDropout, LoraA, LoraB, LoraScaleAdd,
     FinalNorm, LmHead, Loss,
 };
 
@@ -164,6 +164,11 @@ struct OpDef {
     double hbm_bytes_per_token_sq = 0;
     double bwd_hbm_factor = 2;       // backward traffic / forward traffic
     bool selective_recompute = false;  // repeated in backward under selective recompute (Korthikanti Sec. 5)
+    // Share of this op's forward repeated under per-op selective recompute (torchtitan
+    // `selective_ac_option = "op"`: matmul and attention outputs kept, except every
+    // second matmul; everything else recomputed). 1 for recomputed ops, 0.5 for a fused
+    // pair of matmuls of which one is kept.
+    double per_op_recompute = 0;
     WeightDef weight;
     InlineList<CollectiveDef, 4> collectives;
     InlineList<int, 8> saves;  // indices into StepGraph::tensors
@@ -199,16 +204,26 @@ struct StepGraph {
     ActivationCoeffs stored_none;         // one layer, recompute = none
     ActivationCoeffs stored_selective;    // one layer, recompute = selective
     ActivationCoeffs stored_full;         // one layer, recompute = full: the layer input only
+    ActivationCoeffs stored_per_op;       // one layer, recompute = per-op (torchtitan op-level SAC)
     ActivationCoeffs stored_first;        // embedding side, per in-flight micro-batch
     ActivationCoeffs stored_last;         // final norm and LM-head inputs, one micro-batch
     ActivationCoeffs logits;              // the loss's logits copies, one micro-batch
     // Selective recompute repeats these forward FLOPs per layer (per token per key).
     double selective_flops_per_token_sq = 0;
+    // Per-op recompute repeats these forward FLOPs per layer (per token).
+    double per_op_flops_per_token = 0;
+    double per_op_flops_per_token_sq = 0;  // eager attention, recomputed under per-op
     WeightSums weights[3];                // indexed by Site: First, Layer, Last
 
     // Stored bytes per layer under a recompute policy.
     [[nodiscard]] const ActivationCoeffs& stored(Recompute r) const {
-        return r == Recompute::Full ? stored_full : r == Recompute::Selective ? stored_selective : stored_none;
+        switch (r) {
+            case Recompute::Full: return stored_full;
+            case Recompute::Selective: return stored_selective;
+            case Recompute::PerOp: return stored_per_op;
+            case Recompute::None: break;
+        }
+        return stored_none;
     }
     // Parameters of the model the ops own (L layers + both ends; tied copies
     // excluded), all or only the trainable ones. Equals count_params (tested).
@@ -221,6 +236,23 @@ using LayerGraph = StepGraph;  // the former name (one layer plus the ends)
 // tokens per expert under balanced routing.
 [[nodiscard]] StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t);
 [[nodiscard]] inline StepGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) { return build_step_graph(m, t); }
+
+// How full recompute treats the layers of one pipeline stage (Megatron-LM
+// --recompute-method / --recompute-num-layers; torchtitan's every-k-th block):
+// `checkpointed` layers keep only their inputs (`inputs` of them: a uniform
+// group of N layers keeps one), the others keep everything; `recomputed`
+// layers repeat their forward in backward, `working` layers are rebuilt at once
+// (a uniform group). Other policies: every layer keeps stored(policy).
+struct RecomputeLayers {
+    int checkpointed = 0;  // layers under a checkpoint
+    int inputs = 0;        // checkpoint inputs kept (layer inputs)
+    int recomputed = 0;    // layers whose forward runs again
+    int working = 0;       // layers rebuilt together during backward
+};
+[[nodiscard]] RecomputeLayers recompute_layers(const TrainingSetup& t, int layers_on_stage);
+// Bytes the `layers` layers of a stage keep for one micro-batch under t's recompute
+// policy (s = sequence, b = micro-batch, tp, sp as in ActivationCoeffs::bytes).
+[[nodiscard]] double stored_layers_bytes(const StepGraph& g, const TrainingSetup& t, int layers, double s, double b, double tp, bool sp);
 
 // Bytes per element of stored activations under a precision policy.
 [[nodiscard]] double activation_bytes_per_elem(Precision p);

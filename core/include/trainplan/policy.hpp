@@ -45,6 +45,10 @@ public:
     double grad_bucket_bytes = 0;
     // Share of the TP collectives left exposed under --tp-comm-overlap ([overlap]).
     double tp_comm_exposed_fraction = 0;
+    // GPTQ int4 bases ([qlora]): group size and the HBM bytes per parameter of
+    // auto-gptq's torch dequantization path.
+    double gptq_group_size = 0;
+    double gptq_dequant_bytes_per_param = 0;
 
     [[nodiscard]] const LinkDefaults& link(LinkKind k, bool p2p) const;
     [[nodiscard]] AttentionEfficiency attention(const std::string& architecture, AttentionKernel k) const;

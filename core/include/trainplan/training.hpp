@@ -18,10 +18,13 @@ namespace trainplan {
 enum class Method { Full, LoRA, QLoRA };
 enum class Precision { FP32, FP16Mixed, BF16Mixed, BF16, FP8Mixed };
 enum class OptimizerKind { AdamW, AdamW8bit, SGD, SGDMomentum, Adafactor, Lion };
-enum class Recompute { None, Selective, Full };
+enum class Recompute { None, Selective, Full, PerOp };
+// Which layers full recompute checkpoints (Megatron-LM --recompute-method; torchtitan's
+// "checkpoint every k-th block"); recompute_layers is N (uniform, block) or k (every).
+enum class RecomputeMethod { Uniform, Block, Every };
 enum class Offload { None, CPU, NVMe };
 enum class Schedule { OneF1B, Interleaved, GPipe };
-enum class QuantType { NF4, FP4 };
+enum class QuantType { NF4, FP4, GPTQ };
 enum class FsdpStrategy { None, FullShard, ShardGradOp, HybridShard, NoShard };
 // Fused attention kernel generation (flash_attention = false means eager attention).
 enum class AttentionKernel { Flash1, Flash2, Flash3 };
@@ -38,6 +41,7 @@ enum class Framework {
 [[nodiscard]] const char* to_string(Precision v);
 [[nodiscard]] const char* to_string(OptimizerKind v);
 [[nodiscard]] const char* to_string(Recompute v);
+[[nodiscard]] const char* to_string(RecomputeMethod v);
 [[nodiscard]] const char* to_string(Offload v);
 [[nodiscard]] const char* to_string(Schedule v);
 [[nodiscard]] const char* to_string(QuantType v);
@@ -95,6 +99,12 @@ struct TrainingSetup {
     Offload optimizer_offload = Offload::None;
     Offload param_offload = Offload::None;
     Recompute recompute = Recompute::None;
+    RecomputeMethod recompute_method = RecomputeMethod::Uniform;  // full recompute only
+    int recompute_layers = 0;
+    // Saved activations streamed to host memory in forward and back before their
+    // layer's backward (DeepSpeed activation checkpointing cpu_checkpointing,
+    // Megatron-Core --cpu-offloading).
+    bool activation_offload = false;  // uniform: layers per checkpoint (0 = 1); block: layers checkpointed per stage (0 = all); every: k (0 = 1)
     bool flash_attention = true;
     AttentionKernel attention_kernel = AttentionKernel::Flash2;  // PyTorch SDPA / flash-attn 2
     bool tp_comm_overlap = false;  // Megatron-Core --tp-comm-overlap / --overlap-param-gather
