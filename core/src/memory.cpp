@@ -16,7 +16,6 @@ const MemoryDefaults& memory_defaults() {
         m.cuda_context_bytes = p.cuda_context_bytes;
         m.library_workspace_bytes = p.library_workspace_bytes;
         m.communicator_bytes = p.communicator_bytes;
-        m.fragmentation_fraction = p.fragmentation_fraction;
         m.grad_bucket_bytes = p.grad_bucket_bytes;
         return m;
     }();
@@ -141,7 +140,11 @@ struct MemoryContext {
     BytesPerParam bpp;          // full training
     BytesPerParam adapter_bpp;  // trainable weights under LoRA / QLoRA
     double frozen_linear_bpp = 0, frozen_other_bpp = 0;
-    double framework_bytes = 0, frag_frac = 0;
+    double framework_bytes = 0;
+    // The allocator's reserve: a share of the allocated peak (a scenario's
+    // `fragmentation` override, the calibration hook) plus the stack's share of
+    // the transient bytes (data/defaults.toml [stack.*] allocator_reserve_fraction).
+    double frag_frac = 0, transient_frac = 0;
     double gathered_layer_params = 0;  // one layer's parameters per GPU, when ZeRO-3 / FSDP gathers them
 };
 
@@ -159,7 +162,8 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     c.framework_bytes = t.framework_overhead_bytes >= 0
                             ? t.framework_overhead_bytes
                             : def.cuda_context_bytes + def.library_workspace_bytes + (s.cluster.num_gpus > 1 ? def.communicator_bytes : 0);
-    c.frag_frac = t.fragmentation_fraction >= 0 ? t.fragmentation_fraction : def.fragmentation_fraction;
+    if (t.fragmentation_fraction >= 0) c.frag_frac = t.fragmentation_fraction;
+    else c.transient_frac = policy().stack(t.stack).allocator_reserve_fraction;
     // Calibration hook (calibrate.hpp): fitted additions to the overheads.
     c.framework_bytes += s.calibration.framework_bytes;
     c.frag_frac += s.calibration.reserve_fraction;
@@ -273,8 +277,14 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         temp += 2 * layer * w16 + (full ? layer * c.bpp.gradients : 0);
     }
     if (t.optimizer_offload != Offload::None) temp += def.grad_bucket_bytes;
-    if (t.recompute == Recompute::Full) temp += g.stored_none.bytes(sq, mb, tp, sp);  // one layer recomputed during backward
-    if (t.recompute == Recompute::Selective) temp += g.stored_none.bytes(sq, mb, tp, sp) - g.stored_selective.bytes(sq, mb, tp, sp);
+    // One layer recomputed during backward (full: all it stores; selective: what
+    // it regenerates). On the last stage that happens after the loss's backward
+    // has freed the logits-sized tensors: the two never coexist, and the
+    // caching allocator hands the freed logits blocks to the recomputed layer.
+    double recomputed = 0;
+    if (t.recompute == Recompute::Full) recomputed = g.stored_none.bytes(sq, mb, tp, sp);
+    if (t.recompute == Recompute::Selective) recomputed = g.stored_none.bytes(sq, mb, tp, sp) - g.stored_selective.bytes(sq, mb, tp, sp);
+    temp += std::max(0.0, recomputed - mem.logits);
     if (lay.dp > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;
     if (qlora) {
         // bitsandbytes dequantizes one weight matrix to 16-bit per matmul.
@@ -286,7 +296,11 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
 
     mem.allocated = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.logits + mem.temporary;
     mem.framework = c.framework_bytes;
-    mem.fragmentation = mem.allocated * c.frag_frac;
+    // The caching allocator keeps freed blocks reserved: what it cannot reuse
+    // grows with what it cycles through (activations, logits, buffers), not with
+    // the persistent weights and states.
+    const double transient = mem.activations + mem.logits + mem.temporary;
+    mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac;
     mem.total = mem.allocated + mem.framework + mem.fragmentation;
     mem.capacity = s.cluster.gpu.capacity_bytes;
 
@@ -299,7 +313,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         mem.optimizer -= moved;
         host += moved;
         mem.allocated -= moved;
-        mem.fragmentation = mem.allocated * c.frag_frac;
+        mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac;
         mem.total = mem.allocated + mem.framework + mem.fragmentation;
     }
     mem.cpu = host;

@@ -241,6 +241,11 @@ std::vector<Field> make_fields() {
                                     "Optimizer (default adamw)", TP_AT(setup.optimizer)));
     f.push_back(row<&In::framework>("training", "framework", "--framework", "Bookkeeping", choice<Framework>(),
                                     "Mixed-precision bookkeeping convention (default deepspeed)", TP_AT(setup.framework)));
+    f.push_back(row<&In::stack>("training", "stack", "--stack", "Training stack", choice<Stack>(),
+                                "Training stack whose kernel and memory conventions apply (default generic-eager; "
+                                "megatron-core when framework = megatron)",
+                                TP_AT(setup.stack)));
+    f.back().contextual_default = true;
     f.push_back(row<&In::zero>("training", "zero", "--zero", "ZeRO stage", integer(0, 3), "ZeRO stage 0-3 (default 0)",
                                TP_AT(setup.zero_stage)));
     f.push_back(row<&In::fsdp>("training", "fsdp", "--fsdp", "FSDP", choice<FsdpStrategy>(),
@@ -296,7 +301,7 @@ std::vector<Field> make_fields() {
         },
         [](Scenario& s, const FieldValue& v) { s.setup.framework_overhead_bytes = std::get<double>(v) * units::GiB; }));
     f.push_back(row<&In::fragmentation>("training", "fragmentation", "--fragmentation", "Fragmentation", number(0, 1),
-                                        "Override allocator fragmentation reserve (fraction, default 0.05)",
+                                        "Override allocator reserve as a fraction of the allocated peak (default: the stack's share of transient bytes)",
                                         [](const Scenario& s) -> std::optional<FieldValue> {
                                             if (s.setup.fragmentation_fraction < 0) return std::nullopt;
                                             return s.setup.fragmentation_fraction;

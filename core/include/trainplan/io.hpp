@@ -58,6 +58,7 @@ struct ScenarioInput {
     std::optional<Precision> precision;
     std::optional<OptimizerKind> optimizer;
     std::optional<Framework> framework;
+    std::optional<Stack> stack;
     std::optional<int> zero;
     std::optional<FsdpStrategy> fsdp;
     std::optional<Offload> optimizer_offload, param_offload;
