@@ -170,3 +170,35 @@ TEST_CASE("stacks: the layer recomputed in backward reuses the loss's freed logi
     // One GPU, no ZeRO, no buckets: the only temporary is the recomputed layer.
     CHECK(m.logits + m.temporary == Approx(std::max(m.logits, layer)));
 }
+
+TEST_CASE("PEFT modules_to_save: a trained copy of the embedding and LM head beside the frozen originals", "[stacks][memory][lora]") {
+    // Llama-2-7B: untied embedding and head, 2 x 32000 x 4096 = 262,144,000 params.
+    // peft ModulesToSaveWrapper keeps the frozen original and deep-copies the module
+    // (16-bit, like the loaded base); torch.optim.AdamW's states are zeros_like(param)
+    // (16-bit m and v). Per copied parameter: 2 B weight + 2 B gradient + 4 B states.
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.setup.method = Method::LoRA;
+    s.setup.framework = Framework::PyTorchAMP;
+    s.setup.stack = Stack::HfPeft;
+    const MemoryEstimate off = estimate_memory(s);
+    s.setup.lora.train_embeddings = true;
+    const MemoryEstimate on = estimate_memory(s);
+    const double n = 2.0 * 32000 * 4096;
+    CHECK(on.trainable_params - off.trainable_params == static_cast<std::int64_t>(n));
+    CHECK(on.total_params - off.total_params == static_cast<std::int64_t>(n));
+    CHECK(on.peak().weights - off.peak().weights == Approx(2 * n));
+    CHECK(on.peak().gradients - off.peak().gradients == Approx(2 * n));
+    CHECK(on.peak().optimizer - off.peak().optimizer == Approx(4 * n));
+    // Under DeepSpeed's bookkeeping the copy gets the fp32 master and fp32 m, v: 12 B.
+    s.setup.framework = Framework::DeepSpeed;
+    s.setup.lora.train_embeddings = false;
+    const MemoryEstimate ds_off = estimate_memory(s);
+    s.setup.lora.train_embeddings = true;
+    CHECK(estimate_memory(s).peak().optimizer - ds_off.peak().optimizer == Approx(12 * n));
+    // The flag reaches the scenario through the schema.
+    const auto r = tp_test::cli({"fit", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--method", "lora", "--train-embeddings", "on", "--json"});
+    REQUIRE((r.code == 0 || r.code == 1));
+    CHECK(r.out.find("\"train_embeddings\"") != std::string::npos);
+}

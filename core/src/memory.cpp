@@ -189,10 +189,19 @@ void stage_states(const MemoryContext& c, const StageParams& p, MemoryBreakdown&
                           p.frozen_linear_expert * c.frozen_linear_bpp / plan.expert.weights;
     const ModelStates dense = model_states(p.trainable_dense, c.adapter_bpp, plan.dense);
     const ModelStates experts = model_states(p.trainable_expert, c.adapter_bpp, plan.expert);
-    mem.weights = frozen + dense.weights + experts.weights;
-    mem.gradients = dense.gradients + experts.gradients;
-    mem.optimizer = dense.optimizer + experts.optimizer;
-    mem.master_weights = dense.master + experts.master;
+    // PEFT modules_to_save: a deepcopy of each module in the base's 16-bit dtype,
+    // trained: 16-bit weight and gradient; optimizer states in the weight's dtype
+    // under torch.optim (zeros_like(param)), with an fp32 master under DeepSpeed /
+    // Megatron bookkeeping.
+    const double w16 = c.frozen_other_bpp;
+    const BytesPerParam copy_bpp = c.s.setup.framework == Framework::PyTorchAMP
+                                       ? BytesPerParam{w16, w16, 0, optimizer_state_bytes(c.s.setup.optimizer, w16, 0.002)}
+                                       : c.bpp;
+    const ModelStates copies = model_states(p.module_copies, copy_bpp, plan.dense);
+    mem.weights = frozen + dense.weights + experts.weights + copies.weights;
+    mem.gradients = dense.gradients + experts.gradients + copies.gradients;
+    mem.optimizer = dense.optimizer + experts.optimizer + copies.optimizer;
+    mem.master_weights = dense.master + experts.master + copies.master;
 }
 
 // Micro-batches in flight on pipeline stage i (layer-weighted), Korthikanti et

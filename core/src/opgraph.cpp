@@ -15,7 +15,7 @@ double StepGraph::model_params(std::int64_t layers, bool trainable_only) const {
     for (int site = 0; site < 3; ++site) {
         const WeightSums& w = weights[site];
         const double n = site == static_cast<int>(Site::Layer) ? static_cast<double>(layers) : 1.0;
-        for (int b = 0; b < 3; ++b) p += n * (w.trainable[b] + (trainable_only ? 0 : w.frozen_linear[b] + w.frozen_other[b]));
+        for (int b = 0; b < 3; ++b) p += n * (w.trainable[b] + w.copies[b] + (trainable_only ? 0 : w.frozen_linear[b] + w.frozen_other[b]));
     }
     return p;
 }
@@ -188,6 +188,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // A row gather of s*b x h: no FLOPs, traffic negligible next to a layer.
         OpDef& emb = b.op("embedding", OpRole::Embedding, OpKind::Lookup, TP, {});
         Builder::owns(emb, V * h, base_trained, ShardClass::Embedding, true);  // vocabulary-parallel (Megatron)
+        emb.weight.module_copy = lora && t.lora.train_embeddings;
         if (m.position == PositionKind::Learned) {
             OpDef& pos = b.op("position_embedding", OpRole::PositionEmbedding, OpKind::Lookup, R, {});
             Builder::owns(pos, static_cast<double>(m.max_seq_len) * h, base_trained, ShardClass::Embedding, false);
@@ -403,6 +404,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         OpDef& head = b.gemm("lm_head", OpRole::LmHead, h, V, TP, head_in);
         head.fp8_gemm = false;
         Builder::owns(head, (m.tied_embeddings ? 0.0 : V * h) + bias(m.lm_head_bias, V), base_trained, ShardClass::Embedding, true);
+        head.weight.module_copy = lora && t.lora.train_embeddings;
         if (m.tied_embeddings) head.weight.tied_copy = true;  // the shared matrix: copied here when pp > 1
     }
     {
@@ -439,10 +441,11 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         if (w.params == 0) continue;
         const int bucket = w.shard == ShardClass::Expert ? WeightSums::Expert : w.tp_split ? WeightSums::TensorParallel : WeightSums::Replicated;
         (w.trainable ? ws.trainable : w.quantizable() ? ws.frozen_linear : ws.frozen_other)[bucket] += w.params;
+        if (w.module_copy) ws.copies[bucket] += w.params;
     }
     // Frozen base weights (LoRA / QLoRA) have no weight gradient.
     for (OpDef& o : g.ops)
-        if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = !lora;
+        if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = !lora || o.weight.module_copy;
     return std::move(b.g);
 }
 

@@ -288,6 +288,9 @@ std::vector<Field> make_fields() {
                                        TP_AT(setup.lora.targets)));
     f.push_back(row<&In::quant>("training", "quant", "--quant", "QLoRA quantization", choice<QuantType>(),
                                 "QLoRA base quantization (default nf4)", TP_AT(setup.qlora.quant)));
+    f.push_back(row<&In::train_embeddings>("training", "train_embeddings", "--train-embeddings", "Train embeddings", boolean(),
+                                           "LoRA: also train the embedding and LM head in full (PEFT modules_to_save): on | off (default off)",
+                                           TP_AT(setup.lora.train_embeddings)));
     f.push_back(row<&In::double_quant>("training", "double_quant", "--double-quant", "Double quantization", boolean(),
                                        "QLoRA double quantization: on | off (default on)", TP_AT(setup.qlora.double_quant)));
     f.push_back(row<&In::paged_optimizer>("training", "paged_optimizer", "--paged-optimizer", "Paged optimizer", boolean(),

@@ -52,6 +52,7 @@ struct ScenarioInput {
     std::optional<Method> method;
     std::optional<int> lora_rank;
     std::optional<double> lora_alpha, lora_dropout;
+    std::optional<bool> train_embeddings;
     std::optional<unsigned> lora_targets;
     std::optional<QuantType> quant;
     std::optional<bool> double_quant, paged_optimizer;

@@ -78,6 +78,9 @@ struct LoraConfig {
     double alpha = 32;
     unsigned targets = kLoraAll;
     double dropout = 0.05;  // > 0 stores a dropped copy of each adapted input
+    // Also train the embedding and LM head in full: PEFT modules_to_save keeps the
+    // frozen original and trains a copy of each (peft ModulesToSaveWrapper).
+    bool train_embeddings = false;
 };
 
 struct QLoraConfig {
