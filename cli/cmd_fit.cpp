@@ -42,13 +42,15 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
     row("activations", m.activations,
         fmt::format("{} layers x {:g} micro-batch{} in flight, recompute {}", st.layers, st.microbatches_in_flight,
                     st.microbatches_in_flight == 1 ? "" : "es", to_string(t.recompute)));
-    row("logits", m.logits, m.logits > 0 ? "16-bit logits + fp32 softmax copy" : "");
+    row("logits", m.logits, m.logits > 0 ? fmt::format("loss copies of the logits ({} stack)", to_string(t.stack)) : "");
     row("temporary", m.temporary, "buffers, gathered layers, recompute working set");
     row("framework", m.framework, "CUDA context, cuBLAS workspace, NCCL buffers");
-    row("fragmentation", m.fragmentation, "allocator reserve");
+    row("fragmentation", m.fragmentation, "allocator reserve (share of the transient bytes)");
     out << "  " << std::string(27, '-') << '\n';
     out << fmt::format("  {:<15}{:>12}   of {} capacity ({:.2f} GiB)\n", "total", gb(m.total), gb(m.capacity),
                        m.capacity / units::GiB);
+    out << fmt::format("  {:<15}{:>12}   torch.cuda.max_memory_allocated\n", "allocated", gb(m.allocated));
+    out << fmt::format("  {:<15}{:>12}   torch.cuda.max_memory_reserved (allocated + reserve)\n", "reserved", gb(m.reserved()));
     if (m.cpu > 0) out << fmt::format("  {:<15}{:>12}   host memory per GPU\n", "cpu", gb(m.cpu));
     if (m.nvme > 0) out << fmt::format("  {:<15}{:>12}   NVMe per GPU\n", "nvme", gb(m.nvme));
 }

@@ -49,7 +49,7 @@ TEST_CASE("fit --json carries the design's output names", "[cli][fit][json]") {
     REQUIRE(r.code == 0);
     const auto j = nlohmann::json::parse(r.out);
     for (const char* k : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "logits_bytes",
-                          "temporary_bytes", "framework_bytes", "fragmentation_bytes", "total_bytes", "capacity_bytes", "fits"})
+                          "temporary_bytes", "framework_bytes", "fragmentation_bytes", "allocated_bytes", "reserved_bytes", "total_bytes", "capacity_bytes", "fits"})
         CHECK(j["memory"].contains(k));
     CHECK(j["memory"]["fits"] == true);
     // Frozen 16-bit base: 6,738,415,616 x 2 B, plus the adapters.

@@ -99,9 +99,12 @@ TEST_CASE("selective recompute repeats exactly the attention core ops (Korthikan
 
 TEST_CASE("logits: 16-bit copy plus the fp32 softmax copy, vocabulary split by TP", "[graph][memory]") {
     // Llama-3-8B, V = 128,256, s = 8192, b = 1: 8192 x 128256 x (2 + 4) B = 6.30 GB
-    // (design.md: a real peak for 128K vocabularies), over t = 2 ranks half that.
+    // (design.md: a real peak for 128K vocabularies), over t = 2 ranks half that;
+    // Megatron's vocab_parallel_cross_entropy(output.float()) convention.
     const ModelSpec m = tp_test::model("llama-3-8b");
-    const StepGraph g = build_step_graph(m, TrainingSetup{});
+    TrainingSetup t;
+    t.stack = Stack::MegatronCore;
+    const StepGraph g = build_step_graph(m, t);
     CHECK(g.logits.bytes(8192, 1, 1, false) == 8192.0 * 128256 * 6);
     CHECK(g.logits.bytes(8192, 1, 2, true) == 8192.0 * 128256 * 3);
 }

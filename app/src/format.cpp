@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "trainplan/policy.hpp"
 #include "trainplan/schema.hpp"
 #include "trainplan/units.hpp"
 
@@ -77,6 +78,10 @@ std::string describe_setup(const Scenario& s) {
     if (p.cp > 1) line += fmt::format(" cp {}", p.cp);
     if (p.pp > 1) line += fmt::format(" ({}{})", to_string(p.schedule), p.vp > 1 ? fmt::format(", v={}", p.vp) : "");
     if (p.sequence_parallel) line += " +SP";
+    // The stack's kernel and memory conventions (data/defaults.toml [stack.*]).
+    const StackConventions& sc = policy().stack(t.stack);
+    line += fmt::format("\n  assumes: stack {}: loss {}; norms {}; {}; attention {}; allocator {}", to_string(t.stack), sc.loss,
+                        sc.norms, sc.elementwise, t.flash_attention ? to_string(t.attention_kernel) : "eager", sc.allocator);
     return line;
 }
 
@@ -96,7 +101,7 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
         {"optimizer_bytes", m.optimizer},   {"master_weights_bytes", m.master_weights},
         {"activations_bytes", m.activations}, {"logits_bytes", m.logits},
         {"temporary_bytes", m.temporary},   {"framework_bytes", m.framework},
-        {"fragmentation_bytes", m.fragmentation}, {"total_bytes", m.total},
+        {"fragmentation_bytes", m.fragmentation}, {"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved()}, {"total_bytes", m.total},
         {"allocated_bytes", m.allocated},   {"capacity_bytes", m.capacity},
         {"headroom_bytes", m.headroom()},   {"cpu_bytes", m.cpu},
         {"nvme_bytes", m.nvme},             {"paged_out_bytes", m.paged_out},

@@ -89,6 +89,17 @@ constexpr EnumEntry kFramework[] = {
     {TP_E(Framework, Megatron), "megatron", "", "fp32 main grads: 2 + 4 + 12 B per parameter"},
     {TP_E(Framework, PyTorchAMP), "pytorch-amp", "amp", "torch.autocast: fp32 weights and grads"},
 };
+constexpr EnumEntry kStack[] = {
+    {TP_E(Stack, GenericEager), "generic-eager", "eager,pytorch", "plain PyTorch model code under torch.autocast"},
+    {TP_E(Stack, HfPeft), "hf-peft", "hf,transformers,peft", "Hugging Face transformers / PEFT / Trainer"},
+    {TP_E(Stack, HfFused), "hf-fused", "liger", "transformers with fused CE / RMSNorm / SwiGLU kernels"},
+    {TP_E(Stack, Unsloth), "unsloth", "", "Unsloth (Triton CE, RMSNorm, SwiGLU kernels)"},
+    {TP_E(Stack, LitGPT), "litgpt", "lit-gpt,lightning", "LitGPT on Lightning Fabric"},
+    {TP_E(Stack, Torchtitan), "torchtitan", "", "torchtitan (FSDP2, torch.compile optional)"},
+    {TP_E(Stack, Torchtune), "torchtune", "", "torchtune recipes (chunked cross-entropy)"},
+    {TP_E(Stack, DeepSpeed), "deepspeed", "", "DeepSpeed engine over Hugging Face model code"},
+    {TP_E(Stack, MegatronCore), "megatron-core", "megatron,megatron-lm,nemo,megatron-deepspeed", "Megatron-LM / Megatron-Core / NeMo"},
+};
 constexpr EnumEntry kAttention[] = {
     {TP_E(AttentionKernel, Flash1), "flash1", "flash-attn-1", "FlashAttention 1"},
     {TP_E(AttentionKernel, Flash2), "flash2", "sdpa,flash-attn-2", "FlashAttention 2 / PyTorch SDPA"},
@@ -179,6 +190,7 @@ TP_TABLE(Schedule, "schedule", kSchedule)
 TP_TABLE(QuantType, "quant", kQuant)
 TP_TABLE(FsdpStrategy, "fsdp", kFsdp)
 TP_TABLE(Framework, "framework", kFramework)
+TP_TABLE(Stack, "stack", kStack)
 TP_TABLE(AttentionKernel, "attention kernel", kAttention)
 TP_TABLE(Activation, "activation", kActivation)
 TP_TABLE(NormKind, "norm", kNorm)

@@ -16,7 +16,6 @@ const MemoryDefaults& memory_defaults() {
         m.cuda_context_bytes = p.cuda_context_bytes;
         m.library_workspace_bytes = p.library_workspace_bytes;
         m.communicator_bytes = p.communicator_bytes;
-        m.fragmentation_fraction = p.fragmentation_fraction;
         m.grad_bucket_bytes = p.grad_bucket_bytes;
         return m;
     }();
@@ -146,7 +145,11 @@ struct MemoryContext {
     BytesPerParam bpp;          // full training
     BytesPerParam adapter_bpp;  // trainable weights under LoRA / QLoRA
     double frozen_linear_bpp = 0, frozen_other_bpp = 0;
-    double framework_bytes = 0, frag_frac = 0;
+    double framework_bytes = 0;
+    // The allocator's reserve: a share of the allocated peak (a scenario's
+    // `fragmentation` override, the calibration hook) plus the stack's share of
+    // the transient bytes (data/defaults.toml [stack.*] allocator_reserve_fraction).
+    double frag_frac = 0, transient_frac = 0;
     double gathered_layer_params = 0;  // one layer's parameters per GPU, when ZeRO-3 / FSDP gathers them
 };
 
@@ -164,7 +167,8 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     c.framework_bytes = t.framework_overhead_bytes >= 0
                             ? t.framework_overhead_bytes
                             : def.cuda_context_bytes + def.library_workspace_bytes + (s.cluster.num_gpus > 1 ? def.communicator_bytes : 0);
-    c.frag_frac = t.fragmentation_fraction >= 0 ? t.fragmentation_fraction : def.fragmentation_fraction;
+    if (t.fragmentation_fraction >= 0) c.frag_frac = t.fragmentation_fraction;
+    else c.transient_frac = policy().stack(t.stack).allocator_reserve_fraction;
     // Calibration hook (calibrate.hpp): fitted additions to the overheads.
     c.framework_bytes += s.calibration.framework_bytes;
     c.frag_frac += s.calibration.reserve_fraction;
@@ -190,10 +194,19 @@ void stage_states(const MemoryContext& c, const StageParams& p, MemoryBreakdown&
                           p.frozen_linear_expert * c.frozen_linear_bpp / plan.expert.weights;
     const ModelStates dense = model_states(p.trainable_dense, c.adapter_bpp, plan.dense);
     const ModelStates experts = model_states(p.trainable_expert, c.adapter_bpp, plan.expert);
-    mem.weights = frozen + dense.weights + experts.weights;
-    mem.gradients = dense.gradients + experts.gradients;
-    mem.optimizer = dense.optimizer + experts.optimizer;
-    mem.master_weights = dense.master + experts.master;
+    // PEFT modules_to_save: a deepcopy of each module in the base's 16-bit dtype,
+    // trained: 16-bit weight and gradient; optimizer states in the weight's dtype
+    // under torch.optim (zeros_like(param)), with an fp32 master under DeepSpeed /
+    // Megatron bookkeeping.
+    const double w16 = c.frozen_other_bpp;
+    const BytesPerParam copy_bpp = c.s.setup.framework == Framework::PyTorchAMP
+                                       ? BytesPerParam{w16, w16, 0, optimizer_state_bytes(c.s.setup.optimizer, w16, 0.002)}
+                                       : c.bpp;
+    const ModelStates copies = model_states(p.module_copies, copy_bpp, plan.dense);
+    mem.weights = frozen + dense.weights + experts.weights + copies.weights;
+    mem.gradients = dense.gradients + experts.gradients + copies.gradients;
+    mem.optimizer = dense.optimizer + experts.optimizer + copies.optimizer;
+    mem.master_weights = dense.master + experts.master + copies.master;
 }
 
 // Micro-batches in flight on pipeline stage i (layer-weighted), Korthikanti et
@@ -291,11 +304,16 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         temp += 2 * layer * w16 + (full ? layer * c.bpp.gradients : 0);
     }
     if (t.optimizer_offload != Offload::None) temp += def.grad_bucket_bytes;
-    // The layers rebuilt at once during backward (one, or a uniform group), or
-    // what selective / per-op recompute regenerates for one layer.
-    if (t.recompute == Recompute::Full) temp += rl.working * g.stored_none.bytes(sq, mb, tp, sp);
+    // The layers rebuilt at once during backward (one, or a uniform group: all
+    // they store; selective / per-op: what they regenerate for one layer). On the
+    // last stage that happens after the loss's backward has freed the
+    // logits-sized tensors: the two never coexist, and the caching allocator
+    // hands the freed logits blocks to the recomputed layer.
+    double recomputed = 0;
+    if (t.recompute == Recompute::Full) recomputed = rl.working * g.stored_none.bytes(sq, mb, tp, sp);
     if (t.recompute == Recompute::Selective || t.recompute == Recompute::PerOp)
-        temp += g.stored_none.bytes(sq, mb, tp, sp) - g.stored(t.recompute).bytes(sq, mb, tp, sp);
+        recomputed = g.stored_none.bytes(sq, mb, tp, sp) - g.stored(t.recompute).bytes(sq, mb, tp, sp);
+    temp += std::max(0.0, recomputed - mem.logits);
     if (c.plan.dp_group.size > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;
     if (lay.cp > 1) {
         // Ring attention double-buffers the K/V block in flight (the one being
@@ -313,7 +331,11 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
 
     mem.allocated = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.logits + mem.temporary;
     mem.framework = c.framework_bytes;
-    mem.fragmentation = mem.allocated * c.frag_frac;
+    // The caching allocator keeps freed blocks reserved: what it cannot reuse
+    // grows with what it cycles through (activations, logits, buffers), not with
+    // the persistent weights and states.
+    const double transient = mem.activations + mem.logits + mem.temporary;
+    mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac;
     mem.total = mem.allocated + mem.framework + mem.fragmentation;
     mem.capacity = s.cluster.gpu.capacity_bytes;
 
@@ -326,7 +348,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         mem.optimizer -= moved;
         host += moved;
         mem.allocated -= moved;
-        mem.fragmentation = mem.allocated * c.frag_frac;
+        mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac;
         mem.total = mem.allocated + mem.framework + mem.fragmentation;
     }
     mem.cpu = host;

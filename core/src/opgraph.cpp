@@ -1,6 +1,7 @@
 #include "trainplan/opgraph.hpp"
 
 #include <algorithm>
+#include "trainplan/policy.hpp"
 
 namespace trainplan {
 
@@ -15,7 +16,7 @@ double StepGraph::model_params(std::int64_t layers, bool trainable_only) const {
     for (int site = 0; site < 3; ++site) {
         const WeightSums& w = weights[site];
         const double n = site == static_cast<int>(Site::Layer) ? static_cast<double>(layers) : 1.0;
-        for (int b = 0; b < 3; ++b) p += n * (w.trainable[b] + (trainable_only ? 0 : w.frozen_linear[b] + w.frozen_other[b]));
+        for (int b = 0; b < 3; ++b) p += n * (w.trainable[b] + w.copies[b] + (trainable_only ? 0 : w.frozen_linear[b] + w.frozen_other[b]));
     }
     return p;
 }
@@ -254,7 +255,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // and is cast back to 16-bit for the next matmul, and an eager RMSNorm
     // (x.float(), pow, mean, rsqrt, mul, cast, weight mul) reads and writes its
     // input about eight times (transformers LlamaRMSNorm).
-    const bool fused = t.framework == Framework::Megatron;
+    // The stack's kernel conventions (data/defaults.toml [stack.*]).
+    const StackConventions& sc = policy().stack(t.stack);
+    const bool fused = sc.fused_elementwise;
     const double r = (!fused && t.framework == Framework::PyTorchAMP && t.precision != Precision::FP32) ? 4.0 : a;
     double norm_bytes = 2 * h * a;
     if (!fused) {
@@ -262,6 +265,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         else norm_bytes = h * (r + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2 + 2 + 2);
     }
     const double residual_bytes = 3 * h * r;
+    // What a norm keeps of its input for backward: eager RMSNorms keep an fp32
+    // copy (x.float() feeds pow and mul), fused kernels the 16-bit input.
+    const double norm_in_bytes = (m.norm == NormKind::RMSNorm && sc.norm_saved_bytes > 0) ? sc.norm_saved_bytes : a;
 
     // ===== first stage: token (and learned position) embedding
     b.site = Site::First;
@@ -269,13 +275,14 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // A row gather of s*b x h: no FLOPs, traffic negligible next to a layer.
         OpDef& emb = b.op("embedding", OpRole::Embedding, OpKind::Lookup, TP, {});
         Builder::owns(emb, V * h, base_trained, ShardClass::Embedding, true);  // vocabulary-parallel (Megatron)
+        emb.weight.module_copy = lora && t.lora.train_embeddings;
         if (m.position == PositionKind::Learned) {
             OpDef& pos = b.op("position_embedding", OpRole::PositionEmbedding, OpKind::Lookup, R, {});
             Builder::owns(pos, static_cast<double>(m.max_seq_len) * h, base_trained, ShardClass::Embedding, false);
         }
         if (m.embedding_norm) {
             // BLOOM's word_embeddings_layernorm keeps its input (scale and shift: 2h).
-            const int in = b.tensor("embedding_norm_in", h, a, R);
+            const int in = b.tensor("embedding_norm_in", h, norm_in_bytes, R);
             OpDef& n = b.elementwise("embedding_norm", OpRole::EmbeddingNorm, OpKind::Norm, R, norm_bytes, {in});
             Builder::owns(n, 2 * h, base_trained, ShardClass::Norm, false);
         }
@@ -289,7 +296,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // ===== one transformer layer
     b.site = Site::Layer;
     // --- attention block (Korthikanti et al. 2022, Sec. 4.1: 11sbh + 5as^2b with dropout)
-    const int x_in = b.tensor("layer_input", h, a, R);
+    const int x_in = b.tensor("layer_input", h, norm_in_bytes, R);
     Builder::owns(b.elementwise("attn_norm", OpRole::AttnNorm, OpKind::Norm, R, norm_bytes, {x_in}), norm_params, base_trained,
                   ShardClass::Norm, false);
     const int n1 = b.tensor("attn_norm_out", h, a, R);
@@ -359,7 +366,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     }
     if (adapted(kLoraO)) lora_adapter(b, "o_proj", t, ctx, qd, h, TP, a, 1, ShardClass::Dense);
     if (m.norms_per_layer >= 4) {
-        const int post = b.tensor("post_attn_norm_in", h, a, R);
+        const int post = b.tensor("post_attn_norm_in", h, norm_in_bytes, R);
         Builder::owns(b.elementwise("post_attn_norm", OpRole::PostAttnNorm, OpKind::Norm, R, norm_bytes, {post}), norm_params,
                       base_trained, ShardClass::Norm, false);
     }
@@ -374,7 +381,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         int norm_in = x_in;
         if (!m.parallel_block) {
             b.elementwise("attn_residual_add", OpRole::AttnResidualAdd, OpKind::Elementwise, R, residual_bytes, {});
-            norm_in = b.tensor("attn_residual_out", h, a, R);
+            norm_in = b.tensor("attn_residual_out", h, norm_in_bytes, R);
         }
         Builder::owns(b.elementwise("mlp_norm", OpRole::MlpNorm, OpKind::Norm, R, norm_bytes, {norm_in}), norm_params, base_trained,
                       ShardClass::Norm, false);
@@ -405,7 +412,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             const int up = b.tensor("up", f, a, TP);
             b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * a, {gate});
             const int act = b.tensor("act", f, a, TP);
-            b.elementwise("act_mul", OpRole::ActMul, OpKind::Elementwise, TP, 3 * f * a, {act, up});
+            // A fused SwiGLU recomputes act(gate) in backward: keeps gate and up only.
+            b.elementwise("act_mul", OpRole::ActMul, OpKind::Elementwise, TP, 3 * f * a,
+                          sc.fused_swiglu ? InlineList<int, 8>{up} : InlineList<int, 8>{act, up});
             const int prod = b.tensor("act_x_up", f, a, TP);
             OpDef& down = b.gemm("down_proj", OpRole::DownProj, width, h, TP, prod);
             expertise(down);
@@ -463,7 +472,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             }
     }
     if (m.norms_per_layer >= 4) {
-        const int post = b.tensor("post_mlp_norm_in", h, a, R);
+        const int post = b.tensor("post_mlp_norm_in", h, norm_in_bytes, R);
         Builder::owns(b.elementwise("post_mlp_norm", OpRole::PostMlpNorm, OpKind::Norm, R, norm_bytes, {post}), norm_params,
                       base_trained, ShardClass::Norm, false);
     }
@@ -475,7 +484,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
 
     // ===== last stage: final norm, LM head, loss
     b.site = Site::Last;
-    int head_in = b.tensor("final_norm_in", h, a, R);
+    int head_in = b.tensor("final_norm_in", h, m.final_norm ? norm_in_bytes : a, R);
     if (m.final_norm) {
         Builder::owns(b.elementwise("final_norm", OpRole::FinalNorm, OpKind::Norm, R, norm_bytes, {head_in}), norm_params, base_trained,
                       ShardClass::Norm, false);
@@ -487,23 +496,23 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         OpDef& head = b.gemm("lm_head", OpRole::LmHead, h, V, TP, head_in);
         head.fp8_gemm = false;
         Builder::owns(head, (m.tied_embeddings ? 0.0 : V * h) + bias(m.lm_head_bias, V), base_trained, ShardClass::Embedding, true);
+        head.weight.module_copy = lora && t.lora.train_embeddings;
         if (m.tied_embeddings) head.weight.tied_copy = true;  // the shared matrix: copied here when pp > 1
     }
     {
-        // Logits in the activation dtype plus the fp32 copy the softmax /
-        // cross-entropy works on (a real peak for 128K vocabularies); the loss
-        // reads the logits, writes the fp32 probabilities and the fp32 gradient.
-        const int logits = b.tensor("logits", V, a, TP);
+        // The logits-sized tensors the stack's loss keeps live at its peak:
+        // copies in the activation dtype and in fp32 (data/defaults.toml
+        // [stack.*] loss_*_copies, derived there from each stack's loss code; a
+        // real peak for 128K vocabularies).
+        const int logits = b.tensor("logits", V * sc.loss_logit_copies, a, TP);
         b.g.tensors.back().logits = true;
         OpDef& loss = b.elementwise("loss", OpRole::Loss, OpKind::Elementwise, TP, 0, {logits});
-        const int fp32 = b.tensor("logits_fp32", V, 4.0, TP);
+        const int fp32 = b.tensor("logits_fp32", V * sc.loss_fp32_copies, 4.0, TP);
         b.g.tensors.back().logits = true;
         loss.saves.push_back(fp32);
-        // HBM traffic from the same tensors: read the logits, write the fp32
-        // copy, write the fp32 gradient of the logits; as much again backward.
-        const TensorDef& l16 = b.g.tensors[static_cast<size_t>(logits)];
-        const TensorDef& l32 = b.g.tensors[static_cast<size_t>(fp32)];
-        loss.hbm_bytes_per_token = l16.elems_per_token * l16.bytes_per_elem + 2 * l32.elems_per_token * l32.bytes_per_elem;
+        // HBM traffic: read the logits, write the fp32 probabilities, write the
+        // fp32 gradient of the logits; as much again backward.
+        loss.hbm_bytes_per_token = V * a + 2 * V * 4.0;
         loss.bwd_hbm_factor = 1;
     }
 
@@ -525,10 +534,11 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         if (w.params == 0) continue;
         const int bucket = w.shard == ShardClass::Expert ? WeightSums::Expert : w.tp_split ? WeightSums::TensorParallel : WeightSums::Replicated;
         (w.trainable ? ws.trainable : w.quantizable() ? ws.frozen_linear : ws.frozen_other)[bucket] += w.params;
+        if (w.module_copy) ws.copies[bucket] += w.params;
     }
     // Frozen base weights (LoRA / QLoRA) have no weight gradient.
     for (OpDef& o : g.ops)
-        if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = !lora;
+        if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = !lora || o.weight.module_copy;
     return std::move(b.g);
 }
 

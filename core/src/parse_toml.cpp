@@ -572,6 +572,9 @@ struct Resolver {
             t.zero_stage = implied;
         }
         if (!in.schedule && t.layout.vp > 1) t.layout.schedule = Schedule::Interleaved;
+        // Files written before `stack` existed keyed Megatron's fused kernels on
+        // framework = megatron: that framework still implies its stack.
+        if (!in.stack && t.framework == Framework::Megatron) t.stack = Stack::MegatronCore;
     }
 
     // dp from the GPU count, or the GPU count from dp.

@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include "toml_reader.hpp"
+#include "trainplan/enums.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan {
@@ -42,6 +43,23 @@ public:
         if (const toml::table* t = root_.get_as<toml::table>(key)) return *t;
         errs.push_back({file_, 0, 0, key, "[" + key + "] is missing"});
         return empty;
+    }
+    double non_negative(const toml::table& t, const std::string& section, const std::string& key) {
+        const toml::node* n = t.get(key);
+        if (n && (n->is_floating_point() || n->is_integer())) {
+            const double v = n->is_integer() ? static_cast<double>(n->as_integer()->get()) : n->as_floating_point()->get();
+            if (v >= 0) return v;
+            fail(n, section + "." + key, section + "." + key + " = " + std::to_string(v) + " must be >= 0");
+            return 0;
+        }
+        fail(n, section + "." + key, section + "." + key + (n ? " must be a number" : " is missing"));
+        return 0;
+    }
+    bool boolean(const toml::table& t, const std::string& section, const std::string& key) {
+        const toml::node* n = t.get(key);
+        if (n && n->is_boolean()) return n->as_boolean()->get();
+        fail(n, section + "." + key, section + "." + key + (n ? " must be true or false" : " is missing"));
+        return false;
     }
     const toml::table& sub(const toml::table& t, const std::string& section, const std::string& key) {
         static const toml::table empty;
@@ -128,7 +146,6 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     p.cuda_context_bytes = r.number(mem, "memory", "cuda_context_mib") * units::MiB;
     p.library_workspace_bytes = r.number(mem, "memory", "library_workspace_mib") * units::MiB;
     p.communicator_bytes = r.number(mem, "memory", "communicator_mib") * units::MiB;
-    p.fragmentation_fraction = r.number(mem, "memory", "fragmentation_fraction");
     p.grad_bucket_bytes = r.number(mem, "memory", "grad_bucket_mb") * units::MB;
 
     const toml::table& ov = r.table("overlap");
@@ -137,6 +154,33 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     const toml::table& ql = r.table("qlora");
     p.gptq_group_size = r.number(ql, "qlora", "gptq_group_size");
     p.gptq_dequant_bytes_per_param = r.number(ql, "qlora", "gptq_dequant_bytes_per_param");
+    // One [stack.NAME] row per stack of the enum table, each complete.
+    const toml::table& st = r.table("stack");
+    const EnumTable& names = enum_table<Stack>();
+    p.stacks_.resize(names.entries.size());
+    for (const EnumEntry& e : names.entries) {
+        const std::string name = e.name;
+        const toml::table& row = r.sub(st, "stack", name);
+        const std::string sec = "stack." + name;
+        StackConventions c;
+        c.loss_logit_copies = r.non_negative(row, sec, "loss_logit_copies");
+        c.loss_fp32_copies = r.non_negative(row, sec, "loss_fp32_copies");
+        c.norm_saved_bytes = r.non_negative(row, sec, "norm_saved_bytes");
+        c.fused_elementwise = r.boolean(row, sec, "fused_elementwise");
+        c.fused_swiglu = r.boolean(row, sec, "fused_swiglu");
+        c.allocator_reserve_fraction = r.non_negative(row, sec, "allocator_reserve_fraction");
+        c.loss = r.string(row, sec, "loss");
+        c.norms = r.string(row, sec, "norms");
+        c.elementwise = r.string(row, sec, "elementwise");
+        c.allocator = r.string(row, sec, "allocator");
+        p.stacks_[static_cast<size_t>(e.value)] = std::move(c);
+    }
+    for (const auto& [k, v] : st) {
+        const std::string key(k.str());
+        if (!names.parse(key) || names.name(*names.parse(key)) != key)
+            r.errs.push_back({filename, static_cast<int>(v.source().begin.line), 0, "stack." + key,
+                              "[stack." + key + "] is not a stack (known: " + names.allowed() + ")"});
+    }
 
     if (!r.errs.empty()) return Error(std::move(r.errs));
     return p;

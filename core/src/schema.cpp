@@ -244,6 +244,11 @@ std::vector<Field> make_fields() {
                                     "Optimizer (default adamw)", TP_AT(setup.optimizer)));
     f.push_back(row<&In::framework>("training", "framework", "--framework", "Bookkeeping", choice<Framework>(),
                                     "Mixed-precision bookkeeping convention (default deepspeed)", TP_AT(setup.framework)));
+    f.push_back(row<&In::stack>("training", "stack", "--stack", "Training stack", choice<Stack>(),
+                                "Training stack whose kernel and memory conventions apply (default generic-eager; "
+                                "megatron-core when framework = megatron)",
+                                TP_AT(setup.stack)));
+    f.back().contextual_default = true;
     f.push_back(row<&In::zero>("training", "zero", "--zero", "ZeRO stage", integer(0, 3), "ZeRO stage 0-3 (default 0)",
                                TP_AT(setup.zero_stage)));
     f.push_back(row<&In::fsdp>("training", "fsdp", "--fsdp", "FSDP", choice<FsdpStrategy>(),
@@ -296,6 +301,9 @@ std::vector<Field> make_fields() {
                                        TP_AT(setup.lora.targets)));
     f.push_back(row<&In::quant>("training", "quant", "--quant", "QLoRA quantization", choice<QuantType>(),
                                 "QLoRA base quantization (default nf4)", TP_AT(setup.qlora.quant)));
+    f.push_back(row<&In::train_embeddings>("training", "train_embeddings", "--train-embeddings", "Train embeddings", boolean(),
+                                           "LoRA: also train the embedding and LM head in full (PEFT modules_to_save): on | off (default off)",
+                                           TP_AT(setup.lora.train_embeddings)));
     f.push_back(row<&In::double_quant>("training", "double_quant", "--double-quant", "Double quantization", boolean(),
                                        "QLoRA double quantization: on | off (default on)", TP_AT(setup.qlora.double_quant)));
     f.push_back(row<&In::paged_optimizer>("training", "paged_optimizer", "--paged-optimizer", "Paged optimizer", boolean(),
@@ -309,7 +317,7 @@ std::vector<Field> make_fields() {
         },
         [](Scenario& s, const FieldValue& v) { s.setup.framework_overhead_bytes = std::get<double>(v) * units::GiB; }));
     f.push_back(row<&In::fragmentation>("training", "fragmentation", "--fragmentation", "Fragmentation", number(0, 1),
-                                        "Override allocator fragmentation reserve (fraction, default 0.05)",
+                                        "Override allocator reserve as a fraction of the allocated peak (default: the stack's share of transient bytes)",
                                         [](const Scenario& s) -> std::optional<FieldValue> {
                                             if (s.setup.fragmentation_fraction < 0) return std::nullopt;
                                             return s.setup.fragmentation_fraction;

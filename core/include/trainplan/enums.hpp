@@ -57,6 +57,8 @@ const EnumTable& enum_table<FsdpStrategy>();
 template <>
 const EnumTable& enum_table<Framework>();
 template <>
+const EnumTable& enum_table<Stack>();
+template <>
 const EnumTable& enum_table<AttentionKernel>();
 template <>
 const EnumTable& enum_table<Activation>();

@@ -52,12 +52,14 @@ struct ScenarioInput {
     std::optional<Method> method;
     std::optional<int> lora_rank;
     std::optional<double> lora_alpha, lora_dropout;
+    std::optional<bool> train_embeddings;
     std::optional<unsigned> lora_targets;
     std::optional<QuantType> quant;
     std::optional<bool> double_quant, paged_optimizer;
     std::optional<Precision> precision;
     std::optional<OptimizerKind> optimizer;
     std::optional<Framework> framework;
+    std::optional<Stack> stack;
     std::optional<int> zero;
     std::optional<FsdpStrategy> fsdp;
     std::optional<Offload> optimizer_offload, param_offload;

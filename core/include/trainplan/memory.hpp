@@ -19,9 +19,6 @@ struct MemoryDefaults {
     double library_workspace_bytes = 0;
     // NCCL communicator buffers, per process, when any collective group exists.
     double communicator_bytes = 0;
-    // Reserved-but-unallocated share of the caching allocator, as a fraction of
-    // the allocated peak.
-    double fragmentation_fraction = 0;
     // Gradient-reduction buckets in flight (2 x PyTorch DDP's 25 MB default).
     double grad_bucket_bytes = 0;
 };
@@ -65,6 +62,8 @@ struct MemoryBreakdown {
     double fragmentation = 0;
     double total = 0;           // everything above except master_weights (already in optimizer)
     double allocated = 0;       // tensor peak: total - framework - fragmentation
+    // What the caching allocator holds at that peak (torch.cuda.max_memory_reserved).
+    [[nodiscard]] double reserved() const { return allocated + fragmentation; }
     double capacity = 0;
     double cpu = 0;             // host memory per GPU (offload, paged optimizer)
     double nvme = 0;            // NVMe bytes per GPU (offload to NVMe)

@@ -63,6 +63,9 @@ struct WeightDef {
     // pipeline has more than one stage; the copy is not a parameter of the model.
     bool tied_copy = false;
     bool adapter = false;           // a LoRA adapter matrix
+    // A frozen module that PEFT modules_to_save also keeps as a trainable copy
+    // (embedding, LM head): the original counts frozen, the copy in `copies`.
+    bool module_copy = false;
     // Base linear-layer weights: what QLoRA stores quantized (and dequantizes per matmul).
     [[nodiscard]] bool quantizable() const {
         return tp_split && !adapter && (shard == ShardClass::Dense || shard == ShardClass::Expert);
@@ -194,6 +197,7 @@ struct WeightSums {
     double trainable[3] = {0, 0, 0};
     double frozen_linear[3] = {0, 0, 0};  // frozen base linear layers (QLoRA: 4-bit)
     double frozen_other[3] = {0, 0, 0};   // frozen norms, embeddings, router
+    double copies[3] = {0, 0, 0};         // trainable copies of frozen modules (PEFT modules_to_save)
     double tied_copy = 0;                 // tied-embedding copy (TP-split), counted when pp > 1
     bool tied_copy_trainable = false;
 };

@@ -27,6 +27,26 @@ struct AttentionEfficiency {
     bool fallback = false;   // the GPU's architecture has no row: the fallback row's value
 };
 
+// The kernel and memory conventions of one training stack (data/defaults.toml
+// [stack.NAME], each value with its source there).
+struct StackConventions {
+    // Logits-sized tensors live at the loss, on top of the stored activations, at
+    // the end of the last micro-batch's forward / start of its backward: copies
+    // in the activation dtype and in fp32.
+    double loss_logit_copies = 0;
+    double loss_fp32_copies = 0;
+    // Bytes per element each norm keeps of its input for backward (4 = the fp32
+    // copy an eager RMSNorm / LayerNorm saves; 0 = the activation dtype).
+    double norm_saved_bytes = 0;
+    bool fused_elementwise = false;  // norms, residual adds, RoPE as fused kernels (one read, one write)
+    bool fused_swiglu = false;       // the gated activation recomputes silu(gate) in backward: keeps gate and up only
+    // The caching allocator's reserve (reserved - allocated) as a fraction of the
+    // transient bytes (activations, logits, temporary buffers) it cycles through.
+    double allocator_reserve_fraction = 0;
+    // Short descriptions for the "assumes:" line.
+    std::string loss, norms, elementwise, allocator;
+};
+
 class Policy {
 public:
     double gemm_efficiency = 0;      // large-GEMM fraction of peak, when the GPU preset has none
@@ -41,7 +61,6 @@ public:
     double cuda_context_bytes = 0;
     double library_workspace_bytes = 0;
     double communicator_bytes = 0;
-    double fragmentation_fraction = 0;
     double grad_bucket_bytes = 0;
     // Share of the TP collectives left exposed under --tp-comm-overlap ([overlap]).
     double tp_comm_exposed_fraction = 0;
@@ -50,6 +69,7 @@ public:
     double gptq_group_size = 0;
     double gptq_dequant_bytes_per_param = 0;
 
+    [[nodiscard]] const StackConventions& stack(Stack k) const { return stacks_[static_cast<size_t>(k)]; }
     [[nodiscard]] const LinkDefaults& link(LinkKind k, bool p2p) const;
     [[nodiscard]] AttentionEfficiency attention(const std::string& architecture, AttentionKernel k) const;
     [[nodiscard]] bool knows_architecture(const std::string& architecture) const;
@@ -70,6 +90,7 @@ private:
     double pcie5_ = 0, pcie4_ = 0, pcie3_ = 0;
     std::vector<std::pair<std::string, std::string>> inter_node_;
     std::string inter_fallback_, inter_consumer_;
+    std::vector<StackConventions> stacks_;  // indexed by Stack
 };
 
 // The embedded data/defaults.toml, parsed once.

@@ -63,6 +63,7 @@ struct StageParams {
     double trainable_dense = 0, trainable_expert = 0;
     double frozen_linear_dense = 0, frozen_linear_expert = 0;  // frozen base linear layers (QLoRA: 4-bit)
     double frozen_other = 0;                        // frozen norms, embeddings, router
+    double module_copies = 0;                       // trainable copies of frozen modules (PEFT modules_to_save)
     [[nodiscard]] double total() const { return dense + expert; }
     [[nodiscard]] double trainable() const { return trainable_dense + trainable_expert; }
 };

@@ -37,6 +37,24 @@ enum class Framework {
     PyTorchAMP,  // torch.autocast: fp32 weights and grads, 16-bit weight copies cached
 };
 
+// The training stack whose model code and runtime produce the run: it selects the
+// kernel and memory conventions a run really has (loss implementation, norm
+// precision, fused element-wise ops, allocator behaviour). The conventions of
+// each, with their sources, are data: data/defaults.toml [stack.*] (policy.hpp
+// StackConventions). `framework` stays the separate fact of whose mixed-precision
+// bookkeeping holds the states (an HF model may run under DeepSpeed or autocast).
+enum class Stack {
+    GenericEager,  // plain PyTorch model code under torch.autocast (the default)
+    HfPeft,        // Hugging Face transformers (+ PEFT, Trainer / accelerate)
+    HfFused,       // transformers with fused kernels (flash-attn fused CE / RMSNorm / SwiGLU)
+    Unsloth,
+    LitGPT,
+    Torchtitan,
+    Torchtune,
+    DeepSpeed,     // DeepSpeed engine over Hugging Face model code (DeepSpeed-Chat, HF + ZeRO)
+    MegatronCore,  // Megatron-LM / Megatron-Core / NeMo / Megatron-DeepSpeed
+};
+
 [[nodiscard]] const char* to_string(Method v);
 [[nodiscard]] const char* to_string(Precision v);
 [[nodiscard]] const char* to_string(OptimizerKind v);
@@ -47,6 +65,7 @@ enum class Framework {
 [[nodiscard]] const char* to_string(QuantType v);
 [[nodiscard]] const char* to_string(FsdpStrategy v);
 [[nodiscard]] const char* to_string(Framework v);
+[[nodiscard]] const char* to_string(Stack v);
 [[nodiscard]] const char* to_string(AttentionKernel v);
 
 // LoRA target modules (bit flags).
@@ -63,6 +82,9 @@ struct LoraConfig {
     double alpha = 32;
     unsigned targets = kLoraAll;
     double dropout = 0.05;  // > 0 stores a dropped copy of each adapted input
+    // Also train the embedding and LM head in full: PEFT modules_to_save keeps the
+    // frozen original and trains a copy of each (peft ModulesToSaveWrapper).
+    bool train_embeddings = false;
 };
 
 struct QLoraConfig {
@@ -94,6 +116,7 @@ struct TrainingSetup {
     bool tf32 = false;
     OptimizerKind optimizer = OptimizerKind::AdamW;
     Framework framework = Framework::DeepSpeed;
+    Stack stack = Stack::GenericEager;    // default megatron-core when framework = megatron (resolver)
     int zero_stage = 0;                   // 0..3
     FsdpStrategy fsdp = FsdpStrategy::None;
     Offload optimizer_offload = Offload::None;

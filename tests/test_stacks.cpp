@@ -1,0 +1,204 @@
+// The training stack (issue 11): each stack's loss, norm, SwiGLU and allocator
+// conventions (data/defaults.toml [stack.*]) against hand derivations from the
+// stacks' own code, and the setting's plumbing (resolver default, bad input,
+// the "assumes:" line).
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "trainplan/app/format.hpp"
+#include "trainplan/opgraph.hpp"
+#include "trainplan/policy.hpp"
+
+using namespace trainplan;
+
+namespace {
+
+StepGraph graph(const std::string& model, Stack st, Precision p = Precision::BF16Mixed) {
+    TrainingSetup t;
+    t.stack = st;
+    t.precision = p;
+    return build_step_graph(tp_test::model(model), t);
+}
+
+}  // namespace
+
+TEST_CASE("stacks: logits bytes at the loss for an 8k x 128k step, per stack's loss code", "[stacks][memory]") {
+    // Llama-3-8B: V = 128,256; s = 8192, b = 1 -> 8192 x 128256 = 1.0507e9 logits.
+    const double n = 8192.0 * 128256;
+    // transformers LlamaForCausalLM: logits.float() (4 B), shift_logits .contiguous()
+    // (4 B), CrossEntropyLoss's log_softmax output in fp32 (4 B): 12 B -> 12.6 GB.
+    CHECK(graph("llama-3-8b", Stack::HfPeft).logits.bytes(8192, 1, 1, false) == Approx(n * 12));
+    CHECK(n * 12 / 1e9 == Approx(12.61).epsilon(1e-3));
+    // Plain F.cross_entropy under autocast: bf16 logits + autocast fp32 copy + fp32 log-probs: 10 B.
+    CHECK(graph("llama-3-8b", Stack::GenericEager).logits.bytes(8192, 1, 1, false) == Approx(n * 10));
+    // torchtitan: pred (bf16) + pred.float() + fp32 log-probs: 10 B.
+    CHECK(graph("llama-3-8b", Stack::Torchtitan).logits.bytes(8192, 1, 1, false) == Approx(n * 10));
+    // torchtune CEWithChunkedOutputLoss, 8 chunks: bf16 logits + every chunk's fp32
+    // log-probs + one chunk's fp32 upcast: 2 + 4 + 4/8 = 6.5 B.
+    CHECK(graph("llama-3-8b", Stack::Torchtune).logits.bytes(8192, 1, 1, false) == Approx(n * 6.5));
+    // Megatron vocab_parallel_cross_entropy(output.float()): bf16 + one fp32 buffer
+    // reused in place: 6 B; vocabulary-parallel over t = 2: 3 B per rank.
+    CHECK(graph("llama-3-8b", Stack::MegatronCore).logits.bytes(8192, 1, 1, false) == Approx(n * 6));
+    CHECK(graph("llama-3-8b", Stack::MegatronCore).logits.bytes(8192, 1, 2, true) == Approx(n * 3));
+    // LitGPT chunked head + chunked_cross_entropy in bf16-true: bf16 logits + bf16 log-probs: 4 B.
+    CHECK(graph("llama-3-8b", Stack::LitGPT, Precision::BF16).logits.bytes(8192, 1, 1, false) == Approx(n * 4));
+    // Unsloth / flash-attn fused CE: the bf16 logits only (gradient written in place): 2 B.
+    CHECK(graph("llama-3-8b", Stack::Unsloth).logits.bytes(8192, 1, 1, false) == Approx(n * 2));
+    CHECK(graph("llama-3-8b", Stack::HfFused).logits.bytes(8192, 1, 1, false) == Approx(n * 2));
+}
+
+TEST_CASE("stacks: eager RMSNorm's fp32 input copy and eager SwiGLU's extra tensor", "[stacks][memory]") {
+    // Llama-2-7B, h = 4096, f = 11008, bf16-mixed (a = 2 B), no dropout, FlashAttention.
+    // transformers LlamaRMSNorm saves x.float() (4 B per element) where a fused
+    // RMSNorm keeps the 16-bit input (2 B): +2 B x h for each of the two norms.
+    // The eager `act_fn(gate) * up` keeps act_fn(gate) (f x 2 B) that a fused
+    // SwiGLU recomputes. Per token per layer: 2 x 2 x 4096 + 2 x 11008 = 38,400 B.
+    const double hf = graph("llama-2-7b", Stack::HfPeft).stored_none.bytes(1, 1, 1, false);
+    const double fused = graph("llama-2-7b", Stack::HfFused).stored_none.bytes(1, 1, 1, false);
+    CHECK(hf - fused == Approx(2.0 * 2 * 4096 + 2.0 * 11008));
+    // Full recompute keeps each layer's 16-bit input only, whatever the norm.
+    CHECK(graph("llama-2-7b", Stack::HfPeft).stored_full.bytes(1, 1, 1, false) == 2.0 * 4096);
+    // A LayerNorm model (GPT-2-style fc1/GELU MLP) keeps its norm input in the
+    // activation dtype on every stack, and has no SwiGLU: nothing differs.
+    const std::string ln = "gpt2-xl";
+    CHECK(graph(ln, Stack::HfPeft).stored_none.bytes(1, 1, 1, false) == graph(ln, Stack::HfFused).stored_none.bytes(1, 1, 1, false));
+}
+
+TEST_CASE("stacks: the allocator reserve follows the transient bytes, not the states", "[stacks][memory]") {
+    // Same model and batch, AdamW vs SGD: 8 B per parameter of optimizer state
+    // more, the same activations; the caching allocator's reserve is set by what
+    // it cycles through (activations, logits, buffers), so it must not move.
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.setup.stack = Stack::HfPeft;
+    s.setup.seq_len = 2048;
+    const MemoryBreakdown adam = estimate_memory(s).peak();
+    s.setup.optimizer = OptimizerKind::SGD;
+    const MemoryBreakdown sgd = estimate_memory(s).peak();
+    REQUIRE(adam.optimizer > sgd.optimizer + 50e9);
+    CHECK(adam.fragmentation == Approx(sgd.fragmentation));
+    CHECK(adam.fragmentation > 0);
+    // Reserved and allocated are reported apart; the override 0 reproduces
+    // torch.cuda.max_memory_allocated() (reserved == allocated).
+    CHECK(adam.reserved() > adam.allocated);
+    s.setup.fragmentation_fraction = 0;
+    const MemoryBreakdown zero = estimate_memory(s).peak();
+    CHECK(zero.reserved() == zero.allocated);
+}
+
+TEST_CASE("stacks: every stack has a complete row; a broken row names its key", "[stacks][policy][bad-input]") {
+    const EnumTable& names = enum_table<Stack>();
+    for (const EnumEntry& e : names.entries) {
+        CAPTURE(e.name);
+        const StackConventions& c = policy().stack(static_cast<Stack>(e.value));
+        CHECK(c.loss_logit_copies + c.loss_fp32_copies > 0);
+        CHECK_FALSE(c.loss.empty());
+        CHECK_FALSE(c.allocator.empty());
+    }
+    std::string text = embedded_defaults_toml();
+    const std::string row = "[stack.unsloth]\nloss_logit_copies = 1\n";
+    REQUIRE(text.find(row) != std::string::npos);
+    text.replace(text.find(row), row.size(), "[stack.unsloth]\nloss_logit_copies = -1\n");
+    const auto p = Policy::parse(text, "defaults.toml");
+    REQUIRE_FALSE(p.has_value());
+    CHECK(p.error().diagnostics.at(0).key == "stack.unsloth.loss_logit_copies");
+    CHECK(p.error().diagnostics.at(0).line > 0);
+}
+
+TEST_CASE("stacks: framework = megatron without a stack keeps Megatron's kernels; explicit stack wins", "[stacks][schema]") {
+    const std::string base = "[model]\npreset = \"llama-2-7b\"\n[hardware]\ngpu = \"a100-sxm-80gb\"\n[training]\nframework = \"megatron\"\n";
+    auto in = parse_scenario_toml(base, "old.toml");
+    REQUIRE(in.has_value());
+    auto s = resolve_scenario(*in, tp_test::presets());
+    REQUIRE(s.has_value());
+    CHECK(s->setup.stack == Stack::MegatronCore);
+    auto in2 = parse_scenario_toml(base + "stack = \"hf-peft\"\n", "new.toml");
+    REQUIRE(in2.has_value());
+    auto s2 = resolve_scenario(*in2, tp_test::presets());
+    REQUIRE(s2.has_value());
+    CHECK(s2->setup.stack == Stack::HfPeft);
+    // No framework, no stack: the generic eager default.
+    auto in3 = parse_scenario_toml("[model]\npreset = \"llama-2-7b\"\n[hardware]\ngpu = \"a100-sxm-80gb\"\n", "plain.toml");
+    REQUIRE(in3.has_value());
+    auto s3 = resolve_scenario(*in3, tp_test::presets());
+    REQUIRE(s3.has_value());
+    CHECK(s3->setup.stack == Stack::GenericEager);
+    // Aliases: "nemo" and "megatron-lm" name the Megatron stack.
+    CHECK(enum_table<Stack>().parse("nemo") == static_cast<int>(Stack::MegatronCore));
+}
+
+TEST_CASE("stacks: an unknown stack is bad input naming the file, line, key and the choices", "[stacks][bad-input]") {
+    const auto in = parse_scenario_toml("[model]\npreset = \"llama-2-7b\"\n[training]\nstack = \"keras\"\n", "bad.toml");
+    REQUIRE_FALSE(in.has_value());
+    const Diagnostic& d = in.error().diagnostics.at(0);
+    CHECK(d.file == "bad.toml");
+    CHECK(d.line == 4);
+    CHECK(d.key == "stack");
+    CHECK(d.message.find("keras") != std::string::npos);
+    CHECK(d.message.find("hf-peft") != std::string::npos);
+    const auto r = tp_test::cli({"fit", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--stack", "keras"});
+    CHECK(r.code == 2);
+}
+
+TEST_CASE("stacks: fit and simulate print the stack and the conventions assumed", "[stacks][cli]") {
+    for (const char* cmd : {"fit", "simulate"}) {
+        CAPTURE(cmd);
+        const auto r = tp_test::cli({cmd, "llama-2-7b", "--gpu", "a100-sxm-80gb", "--stack", "hf-peft"});
+        INFO(r.err);
+        REQUIRE((r.code == 0 || r.code == 1));
+        CHECK(r.out.find("assumes: stack hf-peft: loss logits upcast .float()") != std::string::npos);
+        CHECK(r.out.find("allocator caching allocator") != std::string::npos);
+    }
+}
+
+TEST_CASE("stacks: the layer recomputed in backward reuses the loss's freed logits blocks", "[stacks][memory]") {
+    // Llama-2-7B, one GPU, hf-peft, s = 4096, b = 1, full recompute. The loss's
+    // logits-sized tensors (4096 x 32000 x 12 B = 1.57 GB) are freed by the loss's
+    // backward before the first layer is recomputed, so the peak carries
+    // max(logits, one recomputed layer), not their sum.
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.setup.stack = Stack::HfPeft;
+    s.setup.seq_len = 4096;
+    s.setup.recompute = Recompute::Full;
+    const MemoryBreakdown m = estimate_memory(s).peak();
+    CHECK(m.logits == Approx(4096.0 * 32000 * 12));
+    const StepGraph g = build_step_graph(s.model, s.setup);
+    const double layer = g.stored_none.bytes(4096, 1, 1, false);
+    // One GPU, no ZeRO, no buckets: the only temporary is the recomputed layer.
+    CHECK(m.logits + m.temporary == Approx(std::max(m.logits, layer)));
+}
+
+TEST_CASE("PEFT modules_to_save: a trained copy of the embedding and LM head beside the frozen originals", "[stacks][memory][lora]") {
+    // Llama-2-7B: untied embedding and head, 2 x 32000 x 4096 = 262,144,000 params.
+    // peft ModulesToSaveWrapper keeps the frozen original and deep-copies the module
+    // (16-bit, like the loaded base); torch.optim.AdamW's states are zeros_like(param)
+    // (16-bit m and v). Per copied parameter: 2 B weight + 2 B gradient + 4 B states.
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.setup.method = Method::LoRA;
+    s.setup.framework = Framework::PyTorchAMP;
+    s.setup.stack = Stack::HfPeft;
+    const MemoryEstimate off = estimate_memory(s);
+    s.setup.lora.train_embeddings = true;
+    const MemoryEstimate on = estimate_memory(s);
+    const double n = 2.0 * 32000 * 4096;
+    CHECK(on.trainable_params - off.trainable_params == static_cast<std::int64_t>(n));
+    CHECK(on.total_params - off.total_params == static_cast<std::int64_t>(n));
+    CHECK(on.peak().weights - off.peak().weights == Approx(2 * n));
+    CHECK(on.peak().gradients - off.peak().gradients == Approx(2 * n));
+    CHECK(on.peak().optimizer - off.peak().optimizer == Approx(4 * n));
+    // Under DeepSpeed's bookkeeping the copy gets the fp32 master and fp32 m, v: 12 B.
+    s.setup.framework = Framework::DeepSpeed;
+    s.setup.lora.train_embeddings = false;
+    const MemoryEstimate ds_off = estimate_memory(s);
+    s.setup.lora.train_embeddings = true;
+    CHECK(estimate_memory(s).peak().optimizer - ds_off.peak().optimizer == Approx(12 * n));
+    // The flag reaches the scenario through the schema.
+    const auto r = tp_test::cli({"fit", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--method", "lora", "--train-embeddings", "on", "--json"});
+    REQUIRE((r.code == 0 || r.code == 1));
+    CHECK(r.out.find("\"train_embeddings\"") != std::string::npos);
+}
