@@ -253,3 +253,19 @@ TEST_CASE("a different GPU does not inherit this card's thermal throttle", "[adv
     CHECK(other);
     remedies_match_simulate(rep);
 }
+
+TEST_CASE("advise: '2x the GPUs' past one node is timed over the fabric simulate would use", "[advise][issue12]") {
+    // 8 A100s fill one node; 16 need two, and the gradients cross the GPU's
+    // default fabric (ib-hdr for Ampere, data/defaults.toml [inter_node]). The
+    // remedy was once timed with no link between the nodes and read faster than
+    // the same scenario simulated. Two paths: the advisor's move in core, and
+    // the resolver reading the 16-GPU scenario from flags.
+    const json adv = tp_test::cli_json("advise", {"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "8", "--method", "lora", "--global-batch", "64"});
+    const json* twice = nullptr;
+    for (const json& r : adv["remedies"])
+        if (r["title"].get<std::string>().find("2x the GPUs") != std::string::npos) twice = &r;
+    REQUIRE(twice != nullptr);
+    CHECK((*twice)["hardware"]["inter_node"].get<std::string>() == "ib-hdr");
+    const json sim = tp_test::cli_json("simulate", {"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "16", "--method", "lora", "--global-batch", "64"});
+    CHECK((*twice)["tokens_per_s"].get<double>() == Approx(sim["throughput"]["tokens_per_s"].get<double>()).epsilon(1e-9));
+}

@@ -88,6 +88,7 @@ AdviceContext advice_context(PresetLookup& presets, const Scenario& s, std::vect
         if (auto l = link(id)) ctx.intra_links.push_back(*l);
     for (const char* id : {"ib-hdr", "ib-ndr", "roce-400g"})
         if (auto l = link(id)) ctx.inter_links.push_back(*l);
+    if (auto l = link(default_inter_node_link_id(g))) ctx.fabric = *l;
     // Alternatives: NVLink-capable cards of the same class for consumer boxes,
     // and the data-centre parts.
     std::vector<std::string> alts = {"a100-sxm-80gb", "h100-sxm"};

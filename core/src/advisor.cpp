@@ -224,9 +224,16 @@ void hardware_remedies(Catalogue& c, const AdviceContext& ctx) {
     }
     c.addresses({B::Compute, B::MemoryBandwidth});
     c.add("2x the GPUs (data parallel)", "same global batch over twice the data-parallel ranks", false,
-          [](Scenario& x, Changes& ch, Advice& a) {
+          [&ctx](Scenario& x, Changes& ch, Advice& a) {
               const int n = x.cluster.num_gpus;
               if (!set_data_parallel(x, 2 * n, ch)) return false;
+              // Past one node the gradients cross the fabric: time it on the GPU's
+              // default one (the resolver's choice), never on a missing link.
+              if (x.cluster.num_nodes() > 1 && x.cluster.inter_node.id.empty()) {
+                  if (ctx.fabric.id.empty()) return false;
+                  x.cluster.inter_node = ctx.fabric;
+                  ch.note("inter_node", "none", ctx.fabric.id);
+              }
               a.extra_gpus = n;
               a.hardware_change = std::to_string(n) + (n == 1 ? " more GPU" : " more GPUs");
               return true;

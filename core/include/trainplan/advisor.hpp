@@ -33,6 +33,7 @@ struct AdviceContext {
     std::vector<LinkSpec> intra_links;  // faster GPU-to-GPU links the current GPU can use
     std::vector<LinkSpec> inter_links;  // faster node-to-node fabrics to try
     std::vector<std::pair<GpuSpec, LinkSpec>> gpus;  // other GPUs to try, each with its GPU-to-GPU link
+    LinkSpec fabric;  // the GPU's default node-to-node link, for a remedy that grows past one node
 };
 
 struct AdviceReport {
