@@ -895,8 +895,7 @@ void MainWindow::buildPlan(QWidget* host) {
     plan_chart_->setObjectName("planParetoChart");
     plan_chart_->setRenderHint(QPainter::Antialiasing);
     plan_chart_->setMinimumHeight(260);
-    plan_chart_->setToolTip("Pareto front at the current GPU count: no other layout is at least as fast with at least as much headroom. "
-                            "Click a point to load it into the editor.");
+    // No tooltip on the view itself: it would cover each point's own (layout, step, cost).
     v->addWidget(plan_chart_, 1);
     connect(plan_button_, &QPushButton::clicked, this, &MainWindow::startPlan);
     connect(plan_cancel_, &QPushButton::clicked, this, &MainWindow::cancelPlan);
