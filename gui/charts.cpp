@@ -14,6 +14,7 @@
 #include <QValueAxis>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 
 #include "trainplan/units.hpp"
@@ -43,7 +44,7 @@ void add_error_bars(QChart* c, QAbstractAxis* x, QAbstractAxis* y, const QVector
         auto* s = new QLineSeries;
         s->setName(kBandName);
         const double l = cap(b.x, -1), r = cap(b.x, +1);
-        *s << QPointF(l, b.lo) << QPointF(r, b.lo) << QPointF(b.x, b.lo) << QPointF(b.x, b.hi) << QPointF(l, b.hi) << QPointF(r, b.hi);
+        s->append(QList<QPointF>{QPointF(l, b.lo), QPointF(r, b.lo), QPointF(b.x, b.lo), QPointF(b.x, b.hi), QPointF(l, b.hi), QPointF(r, b.hi)});
         s->setPen(pen);
         c->addSeries(s);
         s->attachAxis(x);
@@ -70,6 +71,66 @@ QString memory_term_tooltip(const QString& term) {
     return it == tips.end() ? QString() : it->second;
 }
 
+namespace {
+constexpr int kMemoryTerms = 8;
+double memory_term(const MemoryBreakdown& m, int k) {
+    const double v[kMemoryTerms] = {m.weights, m.gradients, m.optimizer, m.activations, m.logits, m.temporary, m.framework, m.fragmentation};
+    return v[k];
+}
+double memory_top(const MemoryEstimate& est, double band_p90) {
+    double top = 0;
+    for (const auto& st : est.stages) top = std::max({top, st.mem.total, st.mem.capacity, st.mem.total * band_p90});
+    return top;
+}
+QVector<ErrorBar> memory_bars(const MemoryEstimate& est, double band_p10, double band_p90) {
+    QVector<ErrorBar> bars;
+    if (band_p10 <= 0) return bars;
+    const double n = static_cast<double>(est.stages.size());
+    for (size_t i = 0; i < est.stages.size(); ++i)
+        bars.push_back({(static_cast<double>(i) + 0.5) / n, est.stages[i].mem.total * band_p10 / units::GB, est.stages[i].mem.total * band_p90 / units::GB});
+    return bars;
+}
+double memory_cap(double x, int side, double n) { return x + side * 0.06 / n; }
+QList<QPointF> error_bar_points(const ErrorBar& b, double l, double r) {
+    return {QPointF(l, b.lo), QPointF(r, b.lo), QPointF(b.x, b.lo), QPointF(b.x, b.hi), QPointF(l, b.hi), QPointF(r, b.hi)};
+}
+}  // namespace
+
+bool update_memory_chart(QChart* c, const MemoryEstimate& est, double band_p10, double band_p90) {
+    if (!c || est.stages.empty()) return false;
+    const QList<QAbstractSeries*> all = c->series();
+    const QVector<ErrorBar> bars = memory_bars(est, band_p10, band_p90);
+    if (all.size() != 2 + bars.size()) return false;
+    auto* series = qobject_cast<QStackedBarSeries*>(all[0]);
+    auto* cap = qobject_cast<QLineSeries*>(all[1]);
+    if (!series || !cap || series->count() != kMemoryTerms) return false;
+    const int n = static_cast<int>(est.stages.size());
+    for (QBarSet* set : series->barSets())
+        if (set->count() != n) return false;
+    for (int k = 0; k < kMemoryTerms; ++k) {
+        QBarSet* set = series->barSets()[k];
+        for (int i = 0; i < n; ++i) {
+            const double v = memory_term(est.stages[static_cast<size_t>(i)].mem, k) / units::GB;
+            if (set->at(i) != v) set->replace(i, v);
+        }
+    }
+    const auto ys = c->axes(Qt::Vertical, series);
+    auto* y = ys.isEmpty() ? nullptr : qobject_cast<QValueAxis*>(ys.front());
+    if (!y) return false;
+    const double top = memory_top(est, band_p90) / units::GB * 1.1;
+    if (y->max() != top) y->setRange(0, top);
+    const double capacity = est.stages.front().mem.capacity / units::GB;
+    if (cap->count() != 2 || cap->at(0).y() != capacity) cap->replace(QList<QPointF>{QPointF(0, capacity), QPointF(1, capacity)});
+    for (int i = 0; i < bars.size(); ++i) {
+        auto* s = qobject_cast<QLineSeries*>(all[2 + i]);
+        if (!s) return false;
+        const ErrorBar& b = bars[i];
+        const QList<QPointF> pts = error_bar_points(b, memory_cap(b.x, -1, n), memory_cap(b.x, +1, n));
+        if (s->points() != pts) s->replace(pts);
+    }
+    return true;
+}
+
 QChart* memory_chart(const MemoryEstimate& est, double band_p10, double band_p90) {
     QChart* c = base_chart("Memory per GPU by pipeline stage (GB)");
     c->legend()->setAlignment(Qt::AlignRight);
@@ -78,16 +139,12 @@ QChart* memory_chart(const MemoryEstimate& est, double band_p10, double band_p90
     QStringList cats;
     double top = 0;
     for (const auto& st : est.stages) cats << QString("stage %1").arg(st.stage + 1);
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < kMemoryTerms; ++k) {
         auto* set = new QBarSet(names[k]);
-        for (const auto& st : est.stages) {
-            const MemoryBreakdown& m = st.mem;
-            const double v[] = {m.weights, m.gradients, m.optimizer, m.activations, m.logits, m.temporary, m.framework, m.fragmentation};
-            *set << v[k] / units::GB;
-        }
+        for (const auto& st : est.stages) *set << memory_term(st.mem, k) / units::GB;
         series->append(set);
     }
-    for (const auto& st : est.stages) top = std::max({top, st.mem.total, st.mem.capacity, st.mem.total * band_p90});
+    top = memory_top(est, band_p90);
     c->addSeries(series);
     auto* x = new QBarCategoryAxis;
     x->append(cats);
@@ -117,22 +174,40 @@ QChart* memory_chart(const MemoryEstimate& est, double band_p10, double band_p90
     cap->attachAxis(y);
     // Each stage's total with its P10-P90 band, at the bar's centre on the 0..1 axis.
     if (band_p10 > 0 && !est.stages.empty()) {
-        QVector<ErrorBar> bars;
         const double n = static_cast<double>(est.stages.size());
-        for (size_t i = 0; i < est.stages.size(); ++i)
-            bars.push_back({(static_cast<double>(i) + 0.5) / n, est.stages[i].mem.total * band_p10 / units::GB,
-                            est.stages[i].mem.total * band_p90 / units::GB});
-        add_error_bars(c, hx, y, bars, [n](double x, int side) { return x + side * 0.06 / n; });
+        add_error_bars(c, hx, y, memory_bars(est, band_p10, band_p90), [n](double x, int side) { return memory_cap(x, side, n); });
     }
     return c;
 }
 
+namespace {
+QString time_title(const TimeBreakdown& t) { return QString("Where the %1 s step goes").arg(t.step_s, 0, 'g', 4); }
+std::array<std::pair<const char*, double>, 6> time_parts(const TimeBreakdown& t) {
+    return {{{"compute", t.compute_s}, {"communication", t.communication_s}, {"bubble", t.bubble_s},
+             {"optimizer", t.optimizer_s}, {"offload", t.offload_s}, {"data stall", t.data_s}}};
+}
+}  // namespace
+
+bool update_time_chart(QChart* c, const TimeBreakdown& t) {
+    if (!c || c->series().size() != 1) return false;
+    auto* series = qobject_cast<QHorizontalStackedBarSeries*>(c->series().front());
+    const auto parts = time_parts(t);
+    if (!series || series->count() != static_cast<int>(parts.size())) return false;
+    for (size_t k = 0; k < parts.size(); ++k) {
+        QBarSet* set = series->barSets()[static_cast<int>(k)];
+        const double v = t.step_s > 0 ? 100.0 * parts[k].second / t.step_s : 0;
+        if (set->count() != 1) return false;
+        if (set->at(0) != v) set->replace(0, v);
+    }
+    const QString title = time_title(t);
+    if (c->title() != title) c->setTitle(title);
+    return true;
+}
+
 QChart* time_chart(const TimeBreakdown& t) {
-    QChart* c = base_chart(QString("Where the %1 s step goes").arg(t.step_s, 0, 'g', 4));
+    QChart* c = base_chart(time_title(t));
     auto* series = new QHorizontalStackedBarSeries;
-    const std::pair<const char*, double> parts[] = {{"compute", t.compute_s}, {"communication", t.communication_s}, {"bubble", t.bubble_s},
-                                                    {"optimizer", t.optimizer_s}, {"offload", t.offload_s}, {"data stall", t.data_s}};
-    for (auto [name, v] : parts) {
+    for (auto [name, v] : time_parts(t)) {
         auto* set = new QBarSet(name);
         *set << (t.step_s > 0 ? 100.0 * v / t.step_s : 0);
         series->append(set);

@@ -173,12 +173,16 @@ SizingReport Controller::sizingReport(double tokens, double deadline_days, std::
     if (run_.purchase_usd_per_gpu > 0) goal.price_usd_per_gpu[gpu_id] = run_.purchase_usd_per_gpu;
     // The cluster being edited first, then every priced GPU preset in its usual
     // node, as `trainplan size` compares them.
-    std::vector<ClusterSpec> candidates{scenario_.cluster};
+    std::vector<SizingCandidate> candidates{{scenario_.cluster, "", "", 0}};
     for (const auto& id : app::priced_gpu_candidates(presets_, goal, invalid)) {
         if (id == scenario_.cluster.gpu.id) continue;
-        if (auto c = app::sizing_candidate_cluster(presets_, id, invalid)) candidates.push_back(*c);
+        if (auto c = app::sizing_candidate_cluster(presets_, id, invalid)) candidates.push_back({*c, "", "", 0});
     }
-    return size_hardware(scenario_, scenario_.setup.global_batch(), candidates, goal);
+    // The validation residuals as `trainplan size` passes them: the report's
+    // deadline and memory margin then hold at the goal's confidence (0.9, the
+    // CLI's --confidence default), not at the point estimate (issue 12/13).
+    const IntervalTable* bands = residuals_ && !residuals_->entries.empty() ? &*residuals_ : nullptr;
+    return size_hardware(scenario_, scenario_.setup.global_batch(), candidates, goal, 0, bands);
 }
 
 bool Controller::exportReport(const QString& path, double tokens, double deadline_days, QString* error) {

@@ -5,6 +5,12 @@
 #include <QCheckBox>
 #include <QChartView>
 #include <QClipboard>
+#include <QCursor>
+#include <QGuiApplication>
+#include <QPalette>
+#include <QScatterSeries>
+#include <QToolTip>
+#include <QValueAxis>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -32,6 +38,8 @@
 #include <QVBoxLayout>
 #include <QWheelEvent>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 
@@ -641,6 +649,13 @@ void MainWindow::buildResults(QWidget* host) {
     v->addWidget(metrics_);
 }
 
+namespace {
+// A style sheet set again re-polishes the widget and its layout even when equal.
+void setStyleIfChanged(QWidget* w, const QString& css) {
+    if (w->styleSheet() != css) w->setStyleSheet(css);
+}
+}  // namespace
+
 void MainWindow::showResults() {
     const bool ok = c_->valid();
     error_->setText(ok ? QString() : "Not a valid configuration:\n" + c_->errors());
@@ -650,7 +665,7 @@ void MainWindow::showResults() {
     if (!ok) {
         banner_->setText("INVALID: " + c_->errors().section('\n', 0, 0));
         banner_->setToolTip(c_->errors());
-        banner_->setStyleSheet("background: #9a6700; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
+        setStyleIfChanged(banner_, "background: #9a6700; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
         clearResults();
         return;
     }
@@ -671,32 +686,44 @@ void MainWindow::showResults() {
     const QString mrange = mband ? QString(" (P10-P90 %1-%2)").arg(gbtext(m.total * mband->p10), gbtext(m.total * mband->p90)) : QString();
     if (m.fits()) {
         banner_->setText(QString("FITS: %1%4 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange));
-        banner_->setStyleSheet("background: #1a7f37; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
+        setStyleIfChanged(banner_, "background: #1a7f37; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     } else {
         banner_->setText(QString("DOES NOT FIT: needs %1%4 per GPU, %2 over the %3").arg(gbtext(m.total), gbtext(-m.headroom()), gbtext(m.capacity), mrange));
-        banner_->setStyleSheet("background: #d1242f; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
+        setStyleIfChanged(banner_, "background: #d1242f; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     }
     const std::pair<const char*, double> terms[] = {{"weights", m.weights}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
                                                     {"activations", m.activations}, {"logits", m.logits}, {"temporary", m.temporary},
                                                     {"framework", m.framework}, {"fragmentation", m.fragmentation}, {"total", m.total}};
     int r = 0;
     for (auto [name, v] : terms) {
-        auto* k = new QTableWidgetItem(name);
-        auto* val = new QTableWidgetItem(gbtext(v));
-        val->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-        const QString tip = memory_term_tooltip(name);
-        k->setToolTip(tip);
-        val->setToolTip(tip);
-        mem_table_->setItem(r, 0, k);
-        mem_table_->setItem(r, 1, val);
+        // Items made once; a repaint changes only the text that changed.
+        if (!mem_table_->item(r, 1)) {
+            auto* k = new QTableWidgetItem(name);
+            auto* val = new QTableWidgetItem;
+            val->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+            const QString tip = memory_term_tooltip(name);
+            k->setToolTip(tip);
+            val->setToolTip(tip);
+            mem_table_->setItem(r, 0, k);
+            mem_table_->setItem(r, 1, val);
+        }
+        const QString text = gbtext(v);
+        if (mem_table_->item(r, 1)->text() != text) mem_table_->item(r, 1)->setText(text);
         ++r;
     }
-    QChart* old = mem_chart_->chart();
-    mem_chart_->setChart(mband ? memory_chart(me, mband->p10, mband->p90) : memory_chart(me));
-    delete old;
-    old = time_chart_->chart();
-    time_chart_->setChart(time_chart(c_->time().time));
-    delete old;
+    // Charts are updated in place when their shape is unchanged (a repaint re-lays
+    // no series, axis or legend); rebuilt when the stage count or band changes.
+    const double p10 = mband ? mband->p10 : 0, p90 = mband ? mband->p90 : 0;
+    if (!update_memory_chart(mem_chart_->chart(), me, p10, p90)) {
+        QChart* old = mem_chart_->chart();
+        mem_chart_->setChart(memory_chart(me, p10, p90));
+        delete old;
+    }
+    if (!update_time_chart(time_chart_->chart(), c_->time().time)) {
+        QChart* old = time_chart_->chart();
+        time_chart_->setChart(time_chart(c_->time().time));
+        delete old;
+    }
     const TimeEstimate& te = c_->time();
     // Rates scale with 1 / step time: their P10 comes from the step's P90.
     const QString trange = tband ? QString(" (P10-P90 %1-%2)").arg(te.throughput.tokens_per_s / tband->p90, 0, 'f', 0).arg(te.throughput.tokens_per_s / tband->p10, 0, 'f', 0)
@@ -836,6 +863,7 @@ void MainWindow::runSweep() {
 }
 
 void MainWindow::buildPlan(QWidget* host) {
+    host->setObjectName("planTab");
     auto* v = new QVBoxLayout(host);
     auto* top = new QHBoxLayout;
     plan_button_ = new QPushButton("Search layouts", host);
@@ -861,6 +889,14 @@ void MainWindow::buildPlan(QWidget* host) {
     plan_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     plan_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     v->addWidget(plan_table_, 1);
+    // Issue 14: the Pareto front of step time against memory headroom at the
+    // current GPU count (core PlanResult::pareto); a click loads that layout.
+    plan_chart_ = new QChartView(host);
+    plan_chart_->setObjectName("planParetoChart");
+    plan_chart_->setRenderHint(QPainter::Antialiasing);
+    plan_chart_->setMinimumHeight(260);
+    // No tooltip on the view itself: it would cover each point's own (layout, step, cost).
+    v->addWidget(plan_chart_, 1);
     connect(plan_button_, &QPushButton::clicked, this, &MainWindow::startPlan);
     connect(plan_cancel_, &QPushButton::clicked, this, &MainWindow::cancelPlan);
     connect(plan_table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
@@ -879,26 +915,41 @@ void MainWindow::startPlan() {
     const int n = base.cluster.num_gpus;
     const int node = growth_node_size(base.cluster);
     for (int k : gpu_ladder(node, std::max(1, n / 4), n * 4)) counts.push_back(k);
-    plan_progress_->setRange(0, static_cast<int>(counts.size()));
+    // Progress in thousandths of the whole search (each GPU count an equal share).
+    plan_progress_->setRange(0, 1000);
     plan_progress_->setValue(0);
+    // The search runs on its own thread; it reads only its copies (base, counts)
+    // and reports back through queued calls, so the GUI thread stays responsive.
+    // The core calls `progress` on the searching thread: it posts the fraction
+    // and returns false once Cancel was pressed (an atomic flag).
     plan_thread_ = std::make_unique<std::thread>([this, base, counts, node] {
-        QVector<PlanCandidate> rows;
+        QVector<PlanCandidate> rows, front;
         int done = 0;
+        const double share = 1.0 / static_cast<double>(std::max<qsizetype>(1, counts.size()));
         for (int k : counts) {
             if (plan_cancel_flag_) break;
             Scenario s = base;
             s.cluster.num_gpus = k;
             s.cluster.gpus_per_node = std::min(node, k);
-            const PlanResult r = plan_layouts(s, SearchSpace{}, 5, RankBy::Throughput, 1, base.setup.global_batch());
+            SearchSpace space;
+            space.pareto = k == base.cluster.num_gpus;
+            space.progress = [this, done, share](double f) {
+                const int permille = static_cast<int>(1000 * share * (done + std::clamp(f, 0.0, 1.0)));
+                QMetaObject::invokeMethod(this, [this, permille] { plan_progress_->setValue(permille); }, Qt::QueuedConnection);
+                return !plan_cancel_flag_;
+            };
+            const PlanResult r = plan_layouts(s, space, 5, RankBy::Throughput, 1, base.setup.global_batch());
             for (const auto& c : r.top) rows.push_back(c);
+            if (space.pareto)
+                for (const auto& c : r.pareto) front.push_back(c);
+            if (r.cancelled) break;
             ++done;
-            QMetaObject::invokeMethod(this, [this, done] { plan_progress_->setValue(done); }, Qt::QueuedConnection);
         }
         std::sort(rows.begin(), rows.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
             return a.time.throughput.tokens_per_s > b.time.throughput.tokens_per_s;
         });
         const bool cancelled = plan_cancel_flag_;
-        QMetaObject::invokeMethod(this, [this, rows, cancelled] { planFinished(rows, cancelled); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(this, [this, rows, front, cancelled] { planFinished(rows, front, cancelled); }, Qt::QueuedConnection);
     });
 }
 
@@ -906,10 +957,13 @@ void MainWindow::cancelPlan() { plan_cancel_flag_ = true; }
 
 
 
-void MainWindow::planFinished(const QVector<PlanCandidate>& rows, bool cancelled) {
+void MainWindow::planFinished(const QVector<PlanCandidate>& rows, const QVector<PlanCandidate>& front, bool cancelled) {
     if (plan_thread_ && plan_thread_->joinable()) plan_thread_->join();
     plan_thread_.reset();
     plan_rows_ = rows;
+    plan_front_ = front;
+    if (!cancelled) plan_progress_->setValue(plan_progress_->maximum());
+    showFront();
     plan_button_->setEnabled(true);
     plan_cancel_->setEnabled(false);
     plan_table_->setRowCount(static_cast<int>(rows.size()));
@@ -923,6 +977,94 @@ void MainWindow::planFinished(const QVector<PlanCandidate>& rows, bool cancelled
         for (int j = 0; j < cells.size(); ++j) plan_table_->setItem(i, j, new QTableWidgetItem(cells[j]));
     }
     statusBar()->showMessage(cancelled ? "Search cancelled" : QString("Search done: %1 layouts").arg(rows.size()), 4000);
+}
+
+// The front as a scatter: x = memory headroom per GPU, y = step time; with a rent
+// each point's colour (green cheapest .. red dearest) and tooltip give the cost per
+// million tokens (core's rent cost of the token budget over the budget).
+void MainWindow::showFront() {
+    QChart* old = plan_chart_->chart();
+    auto* chart = new QChart;
+    if (QGuiApplication::palette().color(QPalette::Window).lightness() < 128) chart->setTheme(QChart::ChartThemeDark);
+    chart->setAnimationOptions(QChart::NoAnimation);
+    chart->setMargins(QMargins(4, 4, 4, 4));
+    chart->legend()->hide();
+    const int gpus = plan_front_.isEmpty() ? 0 : plan_front_.front().scenario.cluster.num_gpus;
+    chart->setTitle(plan_front_.isEmpty() ? QString("Pareto front: search to see step time against memory headroom")
+                                          : QString("Pareto front at %1 GPUs: step time against memory headroom (click a point to load it)").arg(gpus));
+    auto* dots = new QScatterSeries;
+    dots->setObjectName("paretoSeries");
+    dots->setMarkerSize(11);
+    double xmax = 0, ymax = 0, cmin = 1e300, cmax = 0;
+    auto per_mtok = [](const PlanCandidate& p) {
+        const double tokens = p.scenario.run.tokens_to_train;
+        return tokens > 0 ? p.time.cost.rent_cost_usd / tokens * 1e6 : 0.0;
+    };
+    for (const PlanCandidate& p : plan_front_) {
+        dots->append(p.memory.headroom() / units::GB, p.time.time.step_s);
+        xmax = std::max(xmax, p.memory.headroom() / units::GB);
+        ymax = std::max(ymax, p.time.time.step_s);
+        const double c = per_mtok(p);
+        if (c > 0) cmin = std::min(cmin, c), cmax = std::max(cmax, c);
+    }
+    if (cmax > 0)
+        for (int i = 0; i < plan_front_.size(); ++i) {
+            const double c = per_mtok(plan_front_[i]);
+            const double f = cmax > cmin ? (c - cmin) / (cmax - cmin) : 0;
+            dots->setPointConfiguration(i, QXYSeries::PointConfiguration::Color, QColor::fromHsvF((1 - f) / 3, 0.8, 0.85));
+        }
+    chart->addSeries(dots);
+    auto* x = new QValueAxis;
+    x->setTitleText("memory headroom per GPU (GB)");
+    x->setRange(0, xmax > 0 ? xmax * 1.1 : 1);
+    x->applyNiceNumbers();
+    auto* y = new QValueAxis;
+    y->setTitleText("step time (s)");
+    y->setRange(0, ymax > 0 ? ymax * 1.1 : 1);
+    y->applyNiceNumbers();
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    dots->attachAxis(x);
+    dots->attachAxis(y);
+    connect(dots, &QScatterSeries::clicked, this, &MainWindow::loadFrontPoint);
+    connect(dots, &QScatterSeries::hovered, this, [this, per_mtok](const QPointF& p, bool on) {
+        if (!on) return QToolTip::hideText();
+        for (const PlanCandidate& c : plan_front_) {
+            if (c.memory.headroom() / units::GB != p.x() || c.time.time.step_s != p.y()) continue;
+            QString tip = QString("%1, micro %2 x %3, ZeRO %4, %5\nstep %6 s, %7 tokens/s, headroom %8")
+                              .arg(layout_text(c.scenario))
+                              .arg(c.scenario.setup.micro_batch)
+                              .arg(c.scenario.setup.grad_accum)
+                              .arg(c.scenario.setup.zero_stage)
+                              .arg(to_string(c.scenario.setup.recompute))
+                              .arg(c.time.time.step_s, 0, 'g', 4)
+                              .arg(c.time.throughput.tokens_per_s, 0, 'f', 0)
+                              .arg(gbtext(c.memory.headroom()));
+            if (per_mtok(c) > 0) tip += QString("\n$%1 per million tokens").arg(per_mtok(c), 0, 'f', 3);
+            QToolTip::showText(QCursor::pos(), tip, plan_chart_);
+            return;
+        }
+    });
+    plan_chart_->setChart(chart);
+    delete old;
+}
+
+// The front point nearest to the clicked position (in screen distance) goes
+// into the editor, as a double-clicked row does.
+void MainWindow::loadFrontPoint(const QPointF& p) {
+    QChart* chart = plan_chart_->chart();
+    if (!chart || plan_front_.isEmpty() || chart->series().isEmpty()) return;
+    QAbstractSeries* series = chart->series().front();
+    const QPointF at = chart->mapToPosition(p, series);
+    int best = -1;
+    double best_d = 1e300;
+    for (int i = 0; i < plan_front_.size(); ++i) {
+        const PlanCandidate& c = plan_front_[i];
+        const QPointF q = chart->mapToPosition(QPointF(c.memory.headroom() / units::GB, c.time.time.step_s), series);
+        const double d = std::hypot(q.x() - at.x(), q.y() - at.y());
+        if (d < best_d) best_d = d, best = i;
+    }
+    if (best >= 0) loadScenario(plan_front_[best].scenario, c_->modelRef());
 }
 
 void MainWindow::buildCompare(QWidget* host) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QPointF>
 
 #include <atomic>
 #include <memory>
@@ -64,7 +65,9 @@ private:
     void showCompare();
     void showAdvice();
     void applyAdvice(int row);
-    void planFinished(const QVector<PlanCandidate>& rows, bool cancelled);
+    void planFinished(const QVector<PlanCandidate>& rows, const QVector<PlanCandidate>& front, bool cancelled);
+    void showFront();
+    void loadFrontPoint(const QPointF& p);
     void setArchitectureFields(const ModelSpec& m);
     void clearResults();
     void showCalibration();
@@ -107,6 +110,8 @@ private:
     QProgressBar* plan_progress_;
     QTableWidget* plan_table_;
     QVector<PlanCandidate> plan_rows_;
+    QChartView* plan_chart_;
+    QVector<PlanCandidate> plan_front_;  // PlanResult::pareto at the current GPU count, fastest first
     std::unique_ptr<std::thread> plan_thread_;
     std::atomic<bool> plan_cancel_flag_{false};
     // compare

@@ -338,6 +338,44 @@ private slots:
         QCOMPARE(table->item(0, 7)->text(), gb(c.memory().peak().total));
     }
 
+    // Issue 14: the Plan tab's Pareto front. A user's click on a point loads a
+    // scenario that the editor re-resolves and simulates from scratch; its step
+    // time and headroom must be the point's (the search's own evaluation): a
+    // round trip between the search and the editor's resolution.
+    void paretoPointClickLoadsThatLayout() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        w.show();
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
+        child<QSpinBox>(w, "gpusSpin")->setValue(8);
+        child<QSpinBox>(w, "globalBatchSpin")->setValue(64);
+        child<QDoubleSpinBox>(w, "rentSpin")->setValue(2.0);
+        QVERIFY(c.valid());
+        show_tab(w, "planTab");
+        QTest::mouseClick(child<QPushButton>(w, "planButton"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(child<QPushButton>(w, "planButton")->isEnabled(), 60000);
+        auto* view = child<QChartView>(w, "planParetoChart");
+        QApplication::processEvents();
+        auto* dots = qobject_cast<QScatterSeries*>(view->chart()->series().value(0));
+        QVERIFY(dots);
+        // A front has at least two points when memory can be traded for time
+        // (recompute, ZeRO and micro-batch all do on 8 A100s for a 7B model).
+        QVERIFY2(dots->count() >= 2, qPrintable(QString::number(dots->count())));
+        // Fastest first, and no point dominates another: along the front, more
+        // headroom costs step time.
+        for (int i = 1; i < dots->count(); ++i) {
+            QVERIFY(dots->at(i).y() >= dots->at(i - 1).y());
+            QVERIFY(dots->at(i).x() > dots->at(i - 1).x());
+        }
+        const QPointF target = dots->at(dots->count() - 1);  // the most headroom: not the editor's scenario
+        const QPoint at = view->mapFromScene(view->chart()->mapToPosition(target, dots));
+        QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, at);
+        QTRY_COMPARE(c.time().time.step_s, target.y());
+        QCOMPARE(c.memory().peak().headroom() / units::GB, target.x());
+        QCOMPARE(child<QSpinBox>(w, "gpusSpin")->value(), 8);
+    }
+
     void compareAndAdvice() {
         Controller c({TRAINPLAN_SOURCE_DIR});
         MainWindow w(&c);
@@ -398,6 +436,13 @@ private slots:
         QCOMPARE(rep.options.front().rent_usd_per_gpu_hour, 2.0);
         QVERIFY(rep.options.front().gpu_hours > 0);
         QVERIFY(qAbs(rep.options.front().rent_cost_usd - 2.0 * rep.options.front().gpu_hours) < 1e-6 * rep.options.front().rent_cost_usd);
+        // The report carries the validation band as `trainplan size` does (it was
+        // point estimates, no band and no P10-P90 time): the band has cases behind
+        // it and its training-time range is a range.
+        const SizingOption& o = rep.options.front();
+        QVERIFY(o.time_band.n > 0);
+        QVERIFY2(o.train_time_p10_s > 0 && o.train_time_p10_s < o.train_time_p90_s,
+                 qPrintable(QString("%1 %2 %3").arg(o.train_time_p10_s).arg(o.train_time_s).arg(o.train_time_p90_s)));
         QTemporaryDir dir;
         QString err;
         const QString html_path = dir.filePath("report.html");
