@@ -188,6 +188,22 @@ TEST_CASE("no-P2P PCIe rings move data at the busbw measured through host memory
     const double t4 = allreduce_s(gib, 8, link_cost(s4.cluster.intra_node));
     CHECK(t4 >= 1.75 * gib / 22e9);
     CHECK(t4 <= 1.75 * gib / 20e9);
+    // PCIe 3.0 without P2P: 2x RTX 2080 Ti behind one switch in a rented server,
+    // all_reduce_perf 1 GiB out-of-place in 268,588 us (busbw 4.00 GB/s; AutoDL test post
+    // in Anthony-Hoo/Anthony-Hoo.github.io, cited in the preset). 2 ranks move
+    // 2 (2-1)/2 x 2^30 B = 1.07e9 B each.
+    ScenarioInput in;
+    in.model = "gpt2";
+    in.gpu = "rtx-3090";
+    in.gpus = 2;
+    in.dp = 2;
+    in.seq_len = 1024;
+    in.micro_batch = 1;
+    in.intra_node = "pcie3-x16-nop2p";
+    auto s3 = resolve_scenario(in, tp_test::presets());
+    REQUIRE(s3);
+    REQUIRE(s3->cluster.intra_node.id == "pcie3-x16-nop2p");
+    CHECK(allreduce_s(gib, 2, link_cost(s3->cluster.intra_node)) == Approx(268588e-6).epsilon(0.01));
 }
 
 TEST_CASE("the new GPUs are listed and suggested", "[hardware][presets]") {
