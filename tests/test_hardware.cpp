@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
+#include "trainplan/collectives.hpp"
 #include "trainplan/enums.hpp"
 #include "trainplan/hardware.hpp"
 #include "trainplan/rules.hpp"
@@ -168,6 +169,41 @@ TEST_CASE("an NVLink bridge joins two cards; more ring over PCIe", "[hardware][p
     CHECK(scenario("gpt2", "rtx-3090", 2).cluster.intra_node.id == "nvlink3-bridge");
     // RTX 4090: no NVLink, no P2P (NVIDIA/nccl issue #814: 20-22 GB/s through the host).
     CHECK(scenario("gpt2", "rtx-4090", 2).cluster.intra_node.id == "pcie4-x16-nop2p");
+}
+
+TEST_CASE("no-P2P PCIe rings move data at the busbw measured through host memory", "[hardware][presets][collectives]") {
+    // 4x RTX 5090, PCIe 5.0, P2P disabled (NCCL through host memory): all_reduce_perf
+    // busbw 35 GB/s (NVIDIA/nccl issue #1639). By hand, an all-reduce of 1 GiB on 4 GPUs
+    // moves 2 (4-1)/4 x 2^30 B = 1.61e9 B per rank: 1.61e9 / 35e9 = 46.0 ms.
+    const Scenario s5 = scenario("gpt2", "rtx-5090", 4);
+    REQUIRE(s5.cluster.intra_node.id == "pcie5-x16-nop2p");
+    const double gib = 1024.0 * MiB;
+    const double t5 = allreduce_s(gib, 4, link_cost(s5.cluster.intra_node));
+    CHECK(t5 == Approx(1.5 * gib / 35e9).epsilon(0.02));
+    // RTX 4090 with P2P disabled: 20-22 GB/s per direction GPU to GPU through the host
+    // (NVIDIA/nccl issue #814). The ring's bus bandwidth on 8 cards lies in that band,
+    // so 1 GiB takes between 2 (8-1)/8 x 2^30 / 22e9 = 85.4 ms and / 20e9 = 93.9 ms.
+    const Scenario s4 = scenario("gpt2", "rtx-4090", 8);
+    REQUIRE(s4.cluster.intra_node.id == "pcie4-x16-nop2p");
+    const double t4 = allreduce_s(gib, 8, link_cost(s4.cluster.intra_node));
+    CHECK(t4 >= 1.75 * gib / 22e9);
+    CHECK(t4 <= 1.75 * gib / 20e9);
+    // PCIe 3.0 without P2P: 2x RTX 2080 Ti behind one switch in a rented server,
+    // all_reduce_perf 1 GiB out-of-place in 268,588 us (busbw 4.00 GB/s; AutoDL test post
+    // in Anthony-Hoo/Anthony-Hoo.github.io, cited in the preset). 2 ranks move
+    // 2 (2-1)/2 x 2^30 B = 1.07e9 B each.
+    ScenarioInput in;
+    in.model = "gpt2";
+    in.gpu = "rtx-3090";
+    in.gpus = 2;
+    in.dp = 2;
+    in.seq_len = 1024;
+    in.micro_batch = 1;
+    in.intra_node = "pcie3-x16-nop2p";
+    auto s3 = resolve_scenario(in, tp_test::presets());
+    REQUIRE(s3);
+    REQUIRE(s3->cluster.intra_node.id == "pcie3-x16-nop2p");
+    CHECK(allreduce_s(gib, 2, link_cost(s3->cluster.intra_node)) == Approx(268588e-6).epsilon(0.01));
 }
 
 TEST_CASE("the new GPUs are listed and suggested", "[hardware][presets]") {
