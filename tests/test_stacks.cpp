@@ -8,6 +8,7 @@
 #include "trainplan/app/format.hpp"
 #include "trainplan/opgraph.hpp"
 #include "trainplan/policy.hpp"
+#include "trainplan/units.hpp"
 
 using namespace trainplan;
 
@@ -201,4 +202,46 @@ TEST_CASE("PEFT modules_to_save: a trained copy of the embedding and LM head bes
     const auto r = tp_test::cli({"fit", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--method", "lora", "--train-embeddings", "on", "--json"});
     REQUIRE((r.code == 0 || r.code == 1));
     CHECK(r.out.find("\"train_embeddings\"") != std::string::npos);
+}
+
+TEST_CASE("held outputs: logits and past_key_values kept through backward (llama-recipes PR #41)", "[stacks][memory]") {
+    // Llama-2-7B LoRA (q,v), pure bf16, FSDP full shard over 4 ranks, full
+    // recompute, eager attention, b = 4, s = 2048: llama-recipes PR #41's setup.
+    // What the loop holds (transformers LlamaForCausalLM, use_cache on):
+    //   logits.float(): 4 x 2048 x 32000 x 4 B          = 1,048,576,000 B
+    //   past_key_values: 32 layers x (K + V) x 4 x 2048 x 4096 x 2 B = 4,294,967,296 B
+    //   together 5,343,543,296 B = 4.977 GiB; PR #41 measured peak active
+    //   20.20 GB holding them vs 15.22 GB not: 4.98 (PyTorch's GB = GiB).
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-40gb");
+    s.cluster.num_gpus = 4;
+    s.cluster.gpus_per_node = 4;
+    s.setup.stack = Stack::HfPeft;
+    s.setup.method = Method::LoRA;
+    s.setup.precision = Precision::BF16;
+    s.setup.lora.rank = 8;
+    s.setup.lora.targets = kLoraQ | kLoraV;
+    s.setup.zero_stage = 3;
+    s.setup.layout.dp = 4;
+    s.setup.recompute = Recompute::Full;
+    s.setup.flash_attention = false;
+    s.setup.seq_len = 2048;
+    s.setup.micro_batch = 4;
+    const MemoryBreakdown none = estimate_memory(s).peak();
+    const double logits = 4.0 * 2048 * 32000 * 4;
+    const double kv = 32.0 * 2 * 4 * 2048 * 4096 * 2;
+    CHECK(logits + kv == Approx(5343543296.0));
+    s.setup.held_outputs = HeldOutputs::LogitsKv;
+    const MemoryBreakdown held = estimate_memory(s).peak();
+    s.setup.held_outputs = HeldOutputs::Logits;
+    const MemoryBreakdown logits_only = estimate_memory(s).peak();
+    // The K/V cache lives from forward to the step's end: it adds in full.
+    CHECK(held.allocated - logits_only.allocated == Approx(kv).epsilon(1e-9));
+    // The held fp32 logits add to the backward phase (the recomputed layer);
+    // the loss's own 12 B/logit peak may still dominate: between 0 and all of it.
+    CHECK(logits_only.allocated - none.allocated >= 0);
+    CHECK(logits_only.allocated - none.allocated <= logits * (1 + 1e-9));
+    // Against PR #41: 4.98 GB more active memory with both held.
+    CHECK((held.allocated - none.allocated) / 1e9 == Approx(4.98).epsilon(0.1));
 }

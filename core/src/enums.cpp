@@ -105,6 +105,11 @@ constexpr EnumEntry kAttention[] = {
     {TP_E(AttentionKernel, Flash2), "flash2", "sdpa,flash-attn-2", "FlashAttention 2 / PyTorch SDPA"},
     {TP_E(AttentionKernel, Flash3), "flash3", "cudnn,flash-attn-3", "FlashAttention 3 / cuDNN (Hopper)"},
 };
+constexpr EnumEntry kHeldOutputs[] = {
+    {TP_E(HeldOutputs, None), "none", "loss", "Only the loss (outputs dropped before backward)"},
+    {TP_E(HeldOutputs, Logits), "logits", "", "Logits held through backward"},
+    {TP_E(HeldOutputs, LogitsKv), "logits-kv", "logits-past-key-values", "Logits and past_key_values (use_cache) held through backward"},
+};
 constexpr EnumEntry kActivation[] = {
     {TP_E(Activation, SwiGLU), "swiglu", "silu-glu", "gated SiLU MLP (Llama)"},
     {TP_E(Activation, GeGLU), "geglu", "", "gated GELU MLP (Gemma)"},
@@ -192,6 +197,7 @@ TP_TABLE(FsdpStrategy, "fsdp", kFsdp)
 TP_TABLE(Framework, "framework", kFramework)
 TP_TABLE(Stack, "stack", kStack)
 TP_TABLE(AttentionKernel, "attention kernel", kAttention)
+TP_TABLE(HeldOutputs, "held outputs", kHeldOutputs)
 TP_TABLE(Activation, "activation", kActivation)
 TP_TABLE(NormKind, "norm", kNorm)
 TP_TABLE(PositionKind, "position", kPosition)

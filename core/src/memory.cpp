@@ -291,6 +291,25 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         mem.activations += g.stored_last.bytes(sq, mb, tp, sp);
         mem.logits = g.logits.bytes(sq, mb, tp, sp);
     }
+    // ---- model outputs the training loop holds through backward
+    // (`outputs = model(batch); loss = outputs.loss; loss.backward()` keeps
+    // `outputs` alive). Hugging Face LlamaForCausalLM (transformers 4.31,
+    // modeling_llama.py) returns `logits = logits.float()`: fp32, b x s x V
+    // (vocab-parallel: V / tp). With use_cache on, `past_key_values` holds each
+    // layer's key_states and value_states (after RoPE, compute dtype, b x s x
+    // kv_dim each); they live from their layer's forward to the step's end.
+    // llama-recipes PR #41 (awgu) names both as held through backward; PR #165
+    // (use_cache=False under FSDP) measures the K/V cache as ~4 GB for Llama-7B.
+    double held_logits = 0;
+    if (t.held_outputs != HeldOutputs::None) {
+        const double w16 = t.precision == Precision::FP32 ? 4.0 : 2.0;
+        if (last) held_logits = sq * mb * static_cast<double>(m.vocab) / tp * 4.0;
+        if (t.held_outputs == HeldOutputs::LogitsKv)
+            mem.activations += st.microbatches_in_flight * st.layers * 2.0 * sq * mb * static_cast<double>(m.kv_dim()) / tp * w16;
+        // At the loss the held tensor is one of the loss's own copies when the
+        // stack upcasts (hf-peft: .float()); it cannot be fewer bytes than it.
+        mem.logits = std::max(mem.logits, held_logits);
+    }
 
     // ---- temporary buffers
     double temp = 0;
@@ -313,7 +332,8 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     if (t.recompute == Recompute::Full) recomputed = rl.working * g.stored_none.bytes(sq, mb, tp, sp);
     if (t.recompute == Recompute::Selective || t.recompute == Recompute::PerOp)
         recomputed = g.stored_none.bytes(sq, mb, tp, sp) - g.stored(t.recompute).bytes(sq, mb, tp, sp);
-    temp += std::max(0.0, recomputed - mem.logits);
+    // Held logits are not freed by the loss's backward: only the rest is reused.
+    temp += std::max(0.0, recomputed - (mem.logits - held_logits));
     if (c.plan.dp_group.size > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;
     if (lay.cp > 1) {
         // Ring attention double-buffers the K/V block in flight (the one being

@@ -61,6 +61,8 @@ const EnumTable& enum_table<Stack>();
 template <>
 const EnumTable& enum_table<AttentionKernel>();
 template <>
+const EnumTable& enum_table<HeldOutputs>();
+template <>
 const EnumTable& enum_table<Activation>();
 template <>
 const EnumTable& enum_table<NormKind>();

@@ -70,6 +70,7 @@ struct ScenarioInput {
     std::optional<bool> flash_attention;
     std::optional<bool> tf32;
     std::optional<AttentionKernel> attention_kernel;
+    std::optional<HeldOutputs> held_outputs;
     std::optional<bool> tp_comm_overlap;
     std::optional<bool> grad_reduce_bf16;
     std::optional<bool> overlap_grad_reduce;

@@ -28,6 +28,11 @@ enum class QuantType { NF4, FP4, GPTQ };
 enum class FsdpStrategy { None, FullShard, ShardGradOp, HybridShard, NoShard };
 // Fused attention kernel generation (flash_attention = false means eager attention).
 enum class AttentionKernel { Flash1, Flash2, Flash3 };
+// What the training loop keeps of the model's outputs through backward: nothing
+// beyond the loss, the logits (`outputs = model(batch); loss = outputs.loss`
+// keeps `outputs.logits` alive), or the logits and past_key_values (the K/V of
+// every layer, when the model runs with use_cache on).
+enum class HeldOutputs { None, Logits, LogitsKv };
 
 // Whose bookkeeping of mixed-precision training is assumed. They differ in what
 // is kept per parameter (see memory.cpp for the table and sources).
@@ -67,6 +72,7 @@ enum class Stack {
 [[nodiscard]] const char* to_string(Framework v);
 [[nodiscard]] const char* to_string(Stack v);
 [[nodiscard]] const char* to_string(AttentionKernel v);
+[[nodiscard]] const char* to_string(HeldOutputs v);
 
 // LoRA target modules (bit flags).
 enum LoraTarget : unsigned {
@@ -130,6 +136,8 @@ struct TrainingSetup {
     bool activation_offload = false;  // uniform: layers per checkpoint (0 = 1); block: layers checkpointed per stage (0 = all); every: k (0 = 1)
     bool flash_attention = true;
     AttentionKernel attention_kernel = AttentionKernel::Flash2;  // PyTorch SDPA / flash-attn 2
+    // Model outputs the training loop holds through backward (memory.cpp).
+    HeldOutputs held_outputs = HeldOutputs::None;
     bool tp_comm_overlap = false;  // Megatron-Core --tp-comm-overlap / --overlap-param-gather
     // Reduce gradients in 16 bits even where they are kept in fp32 (Megatron
     // --grad-reduce-in-bf16; FSDP MixedPrecision(reduce_dtype=bf16)).
