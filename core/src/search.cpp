@@ -197,7 +197,8 @@ struct TopK {
 // all-reduce. So none <= {selective, per-op} <= full. They are tried in
 // that rank order and a variant is skipped (dominated) once a variant below
 // it in the order fits; the fastest fitting one is the node's best. For the
-// Pareto front every fitting one is timed.
+// Pareto front every fitting one is timed. (Not with activation offload: see
+// recompute_ordered below.)
 // Only strict inequalities prune, and ties go to the lower enumeration index,
 // so every configuration of the true top-k is evaluated, whatever order the
 // threads reach it in: the answer equals brute force for any thread count.
@@ -246,6 +247,12 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         for (int v : all_of<Recompute>()) recs.push_back(static_cast<Recompute>(v));
         std::stable_sort(recs.begin(), recs.end(), [](Recompute a, Recompute b) { return recompute_rank(a) < recompute_rank(b); });
     }
+    // Activation offload copies what each variant stores over PCIe: keeping
+    // more (none) can then be slower than recomputing (per-op, full), so the
+    // order above holds only without it. With it on, every fitting variant is
+    // timed and the node bound (the step at `none`) is not used; the shape
+    // bound stays valid (recompute only adds compute).
+    const bool recompute_ordered = !base.setup.activation_offload;
     std::vector<bool> ovs{base.setup.tp_comm_overlap};
     if (space.vary_overlap) ovs = {true, false};
     const std::int64_t R = static_cast<std::int64_t>(recs.size()), O = static_cast<std::int64_t>(ovs.size());
@@ -469,12 +476,12 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                     s.setup.recompute = recs.front();
                     const TimeEstimate first = estimate_time(s, graph);
                     ++C.bound;
-                    if (!space.pareto && first.time.step_s > top.threshold.load()) { C.pruned += R * O; continue; }
+                    if (!space.pareto && recompute_ordered && first.time.step_s > top.threshold.load()) { C.pruned += R * O; continue; }
                     C.pruned += R * (O - 1);  // overlap off: dominated
                     int fitted_rank = -1;  // the lowest rank that fits so far
                     for (std::int64_t r = 0; r < R; ++r) {
                         s.setup.recompute = recs[static_cast<size_t>(r)];
-                        if (!space.pareto && fitted_rank >= 0 && recompute_rank(s.setup.recompute) > fitted_rank) {
+                        if (!space.pareto && recompute_ordered && fitted_rank >= 0 && recompute_rank(s.setup.recompute) > fitted_rank) {
                             ++C.pruned;  // a faster variant below it in the order fits: dominated
                             continue;
                         }
