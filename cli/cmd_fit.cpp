@@ -2,6 +2,7 @@
 
 #include "commands.hpp"
 #include "trainplan/app/format.hpp"
+#include "trainplan/app/intervals.hpp"
 #include "trainplan/fit.hpp"
 #include "trainplan/units.hpp"
 
@@ -70,11 +71,19 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
     if (o.all_stages) rep.estimate = estimate_memory(s, true);
     const MemoryBreakdown& peak = rep.estimate.peak();
     const StageMemory& worst = rep.estimate.stages[static_cast<size_t>(rep.estimate.worst)];
+    // The P10-P90 band of the peak, the one simulate prints (app/intervals.hpp).
+    const std::optional<RatioBand> mband = app::prediction_band(packaged_residuals(presets), BandKind::Memory, s);
+    const bool banded = mband && mband->n > 0;
 
     if (o.json) {
         nlohmann::json j = scenario_json(s);
         j["memory"] = memory_json(peak);
         j["memory"]["worst_stage"] = worst.stage;
+        if (banded) {
+            j["memory"]["total_bytes_p10"] = peak.total * mband->p10;
+            j["memory"]["total_bytes_p90"] = peak.total * mband->p90;
+            j["intervals"]["memory"] = {{"regime", mband->regime}, {"cases", mband->n}, {"p10_ratio", mband->p10}, {"p90_ratio", mband->p90}};
+        }
         j["params"] = {{"total", rep.estimate.total_params}, {"trainable", rep.estimate.trainable_params}};
         nlohmann::json stages = nlohmann::json::array();
         for (const auto& st : rep.estimate.stages) {
@@ -115,6 +124,11 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
         out << '\n';
     }
 
+    if (banded) {
+        out << fmt::format("P10-P90 of the peak: {}-{} (from {} validation cases, {}){}\n", gb(peak.total * mband->p10),
+                           gb(peak.total * mband->p90), mband->n, mband->regime,
+                           rep.fits && peak.total * mband->p90 > peak.capacity ? "; at the P90 end it does not fit" : "");
+    }
     if (rep.fits) {
         out << fmt::format("FITS: {} headroom ({:.0f} % of capacity free)\n", gb(peak.headroom()),
                            100.0 * peak.headroom() / peak.capacity);

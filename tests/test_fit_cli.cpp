@@ -175,3 +175,16 @@ TEST_CASE("more GPUs as a fit remedy keeps whole servers: a one-GPU box grows as
     }
     CHECK(more);
 }
+
+TEST_CASE("fit carries the memory band simulate prints for the same scenario (issue 13)", "[fit][issue13]") {
+    // Two commands, one band: the P10-P90 of the peak from the validation
+    // residuals of the scenario's regime. The band straddles the point estimate.
+    const std::vector<std::string> job{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--method", "lora"};
+    const nlohmann::json f = tp_test::cli_json("fit", job);
+    const nlohmann::json s = tp_test::cli_json("simulate", job);
+    CHECK(f["memory"]["total_bytes_p10"].get<double>() == Approx(s["memory"]["total_bytes_p10"].get<double>()));
+    CHECK(f["memory"]["total_bytes_p90"].get<double>() == Approx(s["memory"]["total_bytes_p90"].get<double>()));
+    CHECK(f["memory"]["total_bytes_p10"].get<double>() <= f["memory"]["total_bytes"].get<double>());
+    CHECK(f["memory"]["total_bytes_p90"].get<double>() >= f["memory"]["total_bytes"].get<double>());
+    CHECK(f["intervals"]["memory"]["cases"].get<int>() >= 8);  // kMinBand: a band needs at least 8 cases
+}
