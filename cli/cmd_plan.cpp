@@ -194,6 +194,10 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
             if (t.optimizer_offload != Offload::None) needs.push_back(fmt::format("optimizer offload to {}", to_string(t.optimizer_offload)));
             if (t.param_offload != Offload::None) needs.push_back(fmt::format("parameter offload to {}", to_string(t.param_offload)));
             if (t.recompute != Recompute::None) needs.push_back(fmt::format("{} recompute", to_string(t.recompute)));
+            // What offload moves off the GPU has to live somewhere a buyer pays for.
+            const double per_node = static_cast<double>(std::min(c.gpus_per_node, c.num_gpus));
+            if (best.memory.cpu > 0) needs.push_back(fmt::format("{} of host memory per node", gb(best.memory.cpu * per_node)));
+            if (best.memory.nvme > 0) needs.push_back(fmt::format("{} of NVMe per node", gb(best.memory.nvme * per_node)));
             std::string need_text;
             for (size_t i = 0; i < needs.size(); ++i) need_text += (i ? ", " : "") + needs[i];
             out << fmt::format("fewest GPUs{}: {} {}\n", target_tps > 0 ? fmt::format(" reaching {:.0f} tokens/s", target_tps) : " that fit",

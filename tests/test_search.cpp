@@ -206,6 +206,11 @@ TEST_CASE("plan --min-gpus from the default single GPU: whole servers, no NaN, t
     if (n == 1) {
         CHECK(b["training"]["param_offload"] != "none");
         CHECK(r.out.find("parameter offload to") != std::string::npos);
+        // ...and the host then holds all model states: 68,976,648,192 params x
+        // (2 B bf16 weights + 4 B fp32 gradients + 12 B Adam master, m, v) =
+        // 1,241.6 GB, which the text names as host memory the node must have.
+        if (b["training"]["param_offload"] == "cpu" && b["training"]["optimizer_offload"] == "cpu")
+            CHECK(r.out.find("1242 GB of host memory per node") != std::string::npos);
     } else {
         CHECK(n >= 2);
     }
