@@ -175,7 +175,7 @@ def all_finite(v, path="$"):
 
 
 # Keys whose null means "none" rather than a NaN that nlohmann printed as null.
-NULLABLE = {"recommended", "shadows"}
+NULLABLE = {"recommended", "recommended_mode", "shadows"}
 ERROR_LINE = re.compile(r"error:")
 LOCATED = re.compile(r"^(\S[^:]*:(\d+:)?(\d+:)? error: |error: .*--[a-z])")
 
