@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "trainplan/app/intervals.hpp"
 #include "trainplan/app/format.hpp"
 #include "trainplan/advisor.hpp"
 #include "trainplan/intervals.hpp"
@@ -58,12 +59,7 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
     const AdviceReport rep = advise(*sc, obs, ctx, o.max_remedies);
     const Diagnosis& d = rep.diagnosis;
     // Prediction intervals (issue 13): the step-time band of this scenario's regime.
-    std::optional<RatioBand> band;
-    if (auto table = packaged_residuals(presets); table && !table->entries.empty()) {
-        RatioBand b = table->band(BandKind::StepTime, *sc);
-        if (b.n > 0) band = b;
-    }
-    if (auto cb = calibrated_band(sc->calibration, BandKind::StepTime)) band = cb;
+    const std::optional<RatioBand> band = app::prediction_band(packaged_residuals(presets), BandKind::StepTime, *sc);
     if (o.sim.json) {
         nlohmann::json rem = nlohmann::json::array();
         for (const auto& a : rep.remedies) {
@@ -88,15 +84,7 @@ int run_advise(const AdviseOptions& o, std::ostream& out, std::ostream& err) {
         j["throughput"] = {{"tokens_per_s", rep.time.throughput.tokens_per_s}, {"observed_tokens_per_s", rep.observed_tokens_per_s},
                            {"mfu", rep.time.throughput.mfu}};
         j["time"] = {{"step_s", rep.time.time.step_s}};
-        if (band) {
-            j["throughput"]["tokens_per_s_p10"] = rep.time.throughput.tokens_per_s / band->p90;
-            j["throughput"]["tokens_per_s_p90"] = rep.time.throughput.tokens_per_s / band->p10;
-            j["throughput"]["mfu_p10"] = rep.time.throughput.mfu / band->p90;
-            j["throughput"]["mfu_p90"] = rep.time.throughput.mfu / band->p10;
-            j["time"]["step_s_p10"] = rep.time.time.step_s * band->p10;
-            j["time"]["step_s_p90"] = rep.time.time.step_s * band->p90;
-            j["intervals"]["time"] = {{"regime", band->regime}, {"cases", band->n}, {"p10_ratio", band->p10}, {"p90_ratio", band->p90}};
-        }
+        if (band) app::add_time_band(j, rep.time, *band);
         j["remedies"] = rem;
         out << j.dump(2) << '\n';
         return 0;

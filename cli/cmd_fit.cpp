@@ -79,11 +79,7 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
         nlohmann::json j = scenario_json(s);
         j["memory"] = memory_json(peak);
         j["memory"]["worst_stage"] = worst.stage;
-        if (banded) {
-            j["memory"]["total_bytes_p10"] = peak.total * mband->p10;
-            j["memory"]["total_bytes_p90"] = peak.total * mband->p90;
-            j["intervals"]["memory"] = {{"regime", mband->regime}, {"cases", mband->n}, {"p10_ratio", mband->p10}, {"p90_ratio", mband->p90}};
-        }
+        if (banded) app::add_memory_band(j, peak.total, *mband);
         j["params"] = {{"total", rep.estimate.total_params}, {"trainable", rep.estimate.trainable_params}};
         nlohmann::json stages = nlohmann::json::array();
         for (const auto& st : rep.estimate.stages) {

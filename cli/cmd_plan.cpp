@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "trainplan/app/intervals.hpp"
 #include "trainplan/app/format.hpp"
 #include "trainplan/intervals.hpp"
 #include "trainplan/search.hpp"
@@ -54,11 +55,7 @@ std::string layout_text(const Scenario& s) {
 
 // The P10-P90 step-time band of a candidate (intervals.hpp; issue 13), nullopt without the residual table.
 std::optional<RatioBand> time_band(const std::optional<IntervalTable>& table, const Scenario& s) {
-    if (!table || table->entries.empty()) return std::nullopt;
-    if (auto cb = calibrated_band(s.calibration, BandKind::StepTime)) return cb;
-    RatioBand b = table->band(BandKind::StepTime, s);
-    if (b.n <= 0) return std::nullopt;
-    return b;
+    return app::prediction_band(table, BandKind::StepTime, s);
 }
 
 // " (lo-hi)" of a value that scales with step time (time, cost) or against it (throughput).
@@ -77,19 +74,7 @@ nlohmann::json candidate_json(const PlanCandidate& c, const std::optional<RatioB
                        {"mfu", c.time.throughput.mfu}, {"hfu", c.time.throughput.hfu}};
     j["cost"] = {{"train_time_s", c.time.cost.train_time_s}, {"rent_cost_usd", c.time.cost.rent_cost_usd},
                  {"gpu_hours", c.time.cost.gpu_hours}, {"energy_kwh", c.time.cost.energy_kwh}};
-    if (band) {
-        j["time"]["step_s_p10"] = t.step_s * band->p10;
-        j["time"]["step_s_p90"] = t.step_s * band->p90;
-        j["throughput"]["tokens_per_s_p10"] = c.time.throughput.tokens_per_s / band->p90;
-        j["throughput"]["tokens_per_s_p90"] = c.time.throughput.tokens_per_s / band->p10;
-        j["throughput"]["mfu_p10"] = c.time.throughput.mfu / band->p90;
-        j["throughput"]["mfu_p90"] = c.time.throughput.mfu / band->p10;
-        j["cost"]["train_time_s_p10"] = c.time.cost.train_time_s * band->p10;
-        j["cost"]["train_time_s_p90"] = c.time.cost.train_time_s * band->p90;
-        j["cost"]["rent_cost_usd_p10"] = c.time.cost.rent_cost_usd * band->p10;
-        j["cost"]["rent_cost_usd_p90"] = c.time.cost.rent_cost_usd * band->p90;
-        j["intervals"]["time"] = {{"regime", band->regime}, {"cases", band->n}, {"p10_ratio", band->p10}, {"p90_ratio", band->p90}};
-    }
+    if (band) app::add_time_band(j, c.time, *band);
     return j;
 }
 

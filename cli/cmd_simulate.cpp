@@ -123,23 +123,8 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
         j["cost"] = {{"tokens", s.run.tokens_to_train}, {"train_time_s", c.train_time_s}, {"gpu_hours", c.gpu_hours},
                      {"energy_kwh", c.energy_kwh}, {"energy_cost_usd", c.energy_cost_usd}, {"rent_cost_usd", c.rent_cost_usd},
                      {"purchase_cost_usd", c.purchase_cost_usd}, {"power_w", c.power_w}};
-        if (tband && tband->n > 0) {
-            // Rates scale with 1 / step time, so their P10 comes from the step's P90.
-            j["time"]["step_s_p10"] = t.step_s * tband->p10;
-            j["time"]["step_s_p90"] = t.step_s * tband->p90;
-            j["throughput"]["tokens_per_s_p10"] = th.tokens_per_s / tband->p90;
-            j["throughput"]["tokens_per_s_p90"] = th.tokens_per_s / tband->p10;
-            j["throughput"]["mfu_p10"] = th.mfu / tband->p90;
-            j["throughput"]["mfu_p90"] = th.mfu / tband->p10;
-            j["cost"]["train_time_s_p10"] = c.train_time_s * tband->p10;
-            j["cost"]["train_time_s_p90"] = c.train_time_s * tband->p90;
-            j["intervals"]["time"] = {{"regime", tband->regime}, {"cases", tband->n}, {"p10_ratio", tband->p10}, {"p90_ratio", tband->p90}};
-        }
-        if (mband && mband->n > 0) {
-            j["memory"]["total_bytes_p10"] = mem.peak().total * mband->p10;
-            j["memory"]["total_bytes_p90"] = mem.peak().total * mband->p90;
-            j["intervals"]["memory"] = {{"regime", mband->regime}, {"cases", mband->n}, {"p10_ratio", mband->p10}, {"p90_ratio", mband->p90}};
-        }
+        if (tband) app::add_time_band(j, te, *tband);
+        if (mband) app::add_memory_band(j, mem.peak().total, *mband);
         out << j.dump(2) << '\n';
         return exit_code;
     }

@@ -167,4 +167,34 @@ std::string command_line(const Scenario& s, const std::string& model_ref, const 
     return c;
 }
 
+namespace {
+nlohmann::json band_json(const RatioBand& b) {
+    return {{"regime", b.regime}, {"cases", b.n}, {"p10_ratio", b.p10}, {"p90_ratio", b.p90}};
+}
+}  // namespace
+
+void add_time_band(nlohmann::json& j, const TimeEstimate& t, const RatioBand& band) {
+    if (band.n <= 0) return;
+    j["time"]["step_s_p10"] = t.time.step_s * band.p10;
+    j["time"]["step_s_p90"] = t.time.step_s * band.p90;
+    j["throughput"]["tokens_per_s_p10"] = t.throughput.tokens_per_s / band.p90;
+    j["throughput"]["tokens_per_s_p90"] = t.throughput.tokens_per_s / band.p10;
+    j["throughput"]["mfu_p10"] = t.throughput.mfu / band.p90;
+    j["throughput"]["mfu_p90"] = t.throughput.mfu / band.p10;
+    if (j.contains("cost")) {
+        j["cost"]["train_time_s_p10"] = t.cost.train_time_s * band.p10;
+        j["cost"]["train_time_s_p90"] = t.cost.train_time_s * band.p90;
+        j["cost"]["rent_cost_usd_p10"] = t.cost.rent_cost_usd * band.p10;
+        j["cost"]["rent_cost_usd_p90"] = t.cost.rent_cost_usd * band.p90;
+    }
+    j["intervals"]["time"] = band_json(band);
+}
+
+void add_memory_band(nlohmann::json& j, double total_bytes, const RatioBand& band) {
+    if (band.n <= 0) return;
+    j["memory"]["total_bytes_p10"] = total_bytes * band.p10;
+    j["memory"]["total_bytes_p90"] = total_bytes * band.p90;
+    j["intervals"]["memory"] = band_json(band);
+}
+
 }  // namespace trainplan::app

@@ -9,6 +9,8 @@
 
 #include "trainplan/fit.hpp"
 #include "trainplan/memory.hpp"
+#include "trainplan/intervals.hpp"
+#include "trainplan/time.hpp"
 
 namespace trainplan::app {
 
@@ -28,6 +30,14 @@ std::string describe_hardware(const Scenario& s);
 
 nlohmann::json memory_json(const MemoryBreakdown& m);
 nlohmann::json scenario_json(const Scenario& s);
+
+// The P10-P90 band beside each figure of `j` (issue 13), one writer for every
+// command: time.step_s, throughput.tokens_per_s and .mfu (rates take their P10
+// from the step's P90), and cost.train_time_s / .rent_cost_usd where `j` has a
+// cost block; intervals.time names the regime. Nothing for an empty band.
+void add_time_band(nlohmann::json& j, const TimeEstimate& t, const RatioBand& band);
+// memory.total_bytes_p10 / _p90 and intervals.memory.
+void add_memory_band(nlohmann::json& j, double total_bytes, const RatioBand& band);
 
 // The `trainplan fit` command line that reproduces a scenario.
 std::string command_line(const Scenario& s, const std::string& model_ref, const std::string& command = "fit");
