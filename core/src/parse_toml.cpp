@@ -565,7 +565,7 @@ struct Resolver {
                 if (auto v = f.get(in)) f.apply(s, *v);
         if (in.fsdp) {
             t.fsdp = *in.fsdp;
-            const int implied = t.fsdp == FsdpStrategy::ShardGradOp ? 2 : t.fsdp == FsdpStrategy::NoShard ? 0 : t.fsdp == FsdpStrategy::None ? t.zero_stage : 3;
+            const int implied = fsdp_zero_stage(t.fsdp, t.zero_stage);
             if (in.zero && *in.zero != implied)
                 fail("zero", "zero = " + std::to_string(*in.zero) + " contradicts fsdp = \"" + to_string(t.fsdp) +
                                  "\" (which shards like ZeRO-" + std::to_string(implied) + ")");

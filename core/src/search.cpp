@@ -109,7 +109,9 @@ std::vector<std::int64_t> divisors64(std::int64_t n, std::int64_t limit) {
 
 // FSDP HYBRID_SHARD is ZeRO-3 with the shard inside the node (parse_toml's
 // fsdp/zero consistency): the search keeps that pairing.
-bool setup_consistent(const TrainingSetup& t) { return t.fsdp != FsdpStrategy::HybridShard || t.zero_stage == 3; }
+// An FSDP strategy fixes the ZeRO stage (training.hpp): other pairings are not
+// configurations at all (the resolver refuses them), so they are skipped, not rejected.
+bool setup_consistent(const TrainingSetup& t) { return t.zero_stage == fsdp_zero_stage(t.fsdp, t.zero_stage); }
 
 void apply_shape(Scenario& s, const Shape& h) {
     TrainingSetup& t = s.setup;

@@ -26,6 +26,19 @@ enum class Offload { None, CPU, NVMe };
 enum class Schedule { OneF1B, Interleaved, GPipe };
 enum class QuantType { NF4, FP4, GPTQ };
 enum class FsdpStrategy { None, FullShard, ShardGradOp, HybridShard, NoShard };
+// The ZeRO stage an FSDP strategy shards like (PyTorch FSDP docs: FULL_SHARD and
+// HYBRID_SHARD = ZeRO-3 within their shard group, SHARD_GRAD_OP = ZeRO-2, NO_SHARD
+// = DDP); `zero` itself when FSDP is not used.
+[[nodiscard]] constexpr int fsdp_zero_stage(FsdpStrategy f, int zero) {
+    switch (f) {
+        case FsdpStrategy::None: return zero;
+        case FsdpStrategy::ShardGradOp: return 2;
+        case FsdpStrategy::NoShard: return 0;
+        case FsdpStrategy::FullShard:
+        case FsdpStrategy::HybridShard: return 3;
+    }
+    return zero;
+}
 // Fused attention kernel generation (flash_attention = false means eager attention).
 enum class AttentionKernel { Flash1, Flash2, Flash3 };
 // What the training loop keeps of the model's outputs through backward: nothing
