@@ -81,7 +81,7 @@ struct Catalogue {
     // Applies `move` to a copy; keeps it when it changed something.
     template <class Move>
     void add(std::string title, std::string assumption, bool changes_result, Move move) {
-        Candidate c{{}, cur, false};
+        Candidate c{{}, cur, false, {}};
         Changes ch;
         if (!move(c.scenario, ch, c.advice)) return;
         c.advice.title = std::move(title);
