@@ -59,6 +59,10 @@ TEST_CASE("capacities are the driver's totals, not the marketed decimal GB", "[h
     // Hopper with 94 / 96 GB HBM3: H100 NVL 95830 MiB, GH200 480GB (96 GB H100) 97871 MiB.
     CHECK(tp_test::gpu("h100-nvl").capacity_bytes == Approx(95830 * MiB).epsilon(0.001));
     CHECK(tp_test::gpu("gh200").capacity_bytes == Approx(97871 * MiB).epsilon(0.001));
+    // A10 and AWS A10G: 23028 MiB (NVIDIA/DCGM issue #232 on a g5; NVML 24,146,608,128 B for an
+    // A10 in mayooot/detect-gpu issue #3).
+    CHECK(tp_test::gpu("a10").capacity_bytes == Approx(24146608128.0).epsilon(0.001));
+    CHECK(tp_test::gpu("a10g").capacity_bytes == Approx(23028 * MiB).epsilon(0.001));
     // A card sold as "32 GB" holds more than 32e9 bytes: the old decimal reading lost 6 %.
     CHECK(tp_test::gpu("v100-sxm2-32gb").capacity_bytes > 32e9);
 }
@@ -107,6 +111,10 @@ TEST_CASE("GeForce large GEMMs reach the measured rate, not a default fraction o
     CHECK(sustained("rtx-3090") == Approx(76.5).epsilon(0.02));
     CHECK(sustained("rtx-4090") == Approx(166.6).epsilon(0.03));
     CHECK(sustained("rtx-5090") == Approx(236.0).epsilon(0.03));
+    // AWS A10G (no datasheet): torch.matmul bf16 69.47 TFLOP/s at 10240 (zzc0721 issue #126),
+    // 55 % of the A10's datasheet 125: the A10G is not an A10 under another name.
+    CHECK(sustained("a10g") == Approx(69.47).epsilon(0.02));
+    CHECK(sustained("a10g") < 0.6 * tp_test::gpu("a10").peak_flops(NumericFormat::BF16) / TF);
 }
 
 TEST_CASE("bf16 on Volta is refused; fp16-mixed is the remedy", "[hardware][rules]") {
@@ -209,7 +217,7 @@ TEST_CASE("no-P2P PCIe rings move data at the busbw measured through host memory
 TEST_CASE("the new GPUs are listed and suggested", "[hardware][presets]") {
     const auto r = tp_test::cli({"gpus"});
     REQUIRE(r.code == 0);
-    for (const char* id : {"h800-sxm", "a800-sxm-80gb", "a40", "rtx-a5000"}) CHECK(r.out.find(id) != std::string::npos);
+    for (const char* id : {"h800-sxm", "a800-sxm-80gb", "a40", "rtx-a5000", "a10g"}) CHECK(r.out.find(id) != std::string::npos);
     const auto bad = tp_test::cli({"simulate", "gpt2", "--gpu", "h800"});
     CHECK(bad.code == 2);
     CHECK(bad.err.find("h800-sxm") != std::string::npos);
