@@ -245,3 +245,30 @@ TEST_CASE("held outputs: logits and past_key_values kept through backward (llama
     // Against PR #41: 4.98 GB more active memory with both held.
     CHECK((held.allocated - none.allocated) / 1e9 == Approx(4.98).epsilon(0.1));
 }
+
+TEST_CASE("optimizer in backward: one tensor's gradient is resident, not the model's (torchtune optimizer_in_bwd)", "[stacks][memory]") {
+    // Llama-3-8B pure bf16 (torchtune's single-device full fine-tune): gradients are 2 B
+    // per parameter. Without the hook: 8,030,261,248 x 2 B = 16.06 GB. With it each
+    // gradient is stepped and freed in backward; the largest tensor is the untied
+    // embedding / LM head, 128,256 x 4,096 = 525,336,576 params: 1.0507 GB.
+    Scenario s;
+    s.model = tp_test::model("llama-3-8b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.setup.precision = Precision::BF16;
+    s.setup.framework = Framework::PyTorchAMP;
+    const double off = estimate_memory(s).peak().gradients;
+    CHECK(off == Approx(8030261248.0 * 2).epsilon(0.001));
+    s.setup.optimizer_in_backward = true;
+    CHECK(estimate_memory(s).peak().gradients == Approx(128256.0 * 4096 * 2).epsilon(0.001));
+    // Weights and optimizer states are unchanged: only the gradient set goes.
+    // With tp = 2 the largest tensor is split too (vocabulary-parallel head).
+    s.cluster.num_gpus = 2;
+    s.cluster.gpus_per_node = 2;
+    s.setup.layout.tp = 2;
+    CHECK(estimate_memory(s).peak().gradients == Approx(128256.0 * 4096 * 2 / 2).epsilon(0.001));
+    // torchtune refuses gradient accumulation with it: exit 2 naming the key.
+    const auto r = tp_test::cli({"fit", "llama-3-8b", "--gpu", "a100-sxm-80gb", "--optimizer-in-backward", "on", "--grad-accum", "4"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("optimizer_in_backward") != std::string::npos);
+    CHECK(r.err.find("grad_accum = 4") != std::string::npos);
+}

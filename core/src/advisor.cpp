@@ -292,7 +292,7 @@ AdviceReport advise(const Scenario& s, const Observations& obs, const AdviceCont
     rep.diagnosis = diagnose(cur, rep.memory, rep.time, obs, estimate_time(s).throughput.tokens_per_s, rep.observed_tokens_per_s);
     for (const auto& a : assumptions) rep.diagnosis.evidence.push_back("assumed: " + a);
 
-    Catalogue cat{cur, {}};
+    Catalogue cat{cur, {}, {}};
     same_hardware_remedies(cat);
     hardware_remedies(cat, ctx);
     const bool starved_unquantified =

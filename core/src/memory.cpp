@@ -270,6 +270,19 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         (t.param_offload == Offload::CPU ? host : nvme) += mem.weights;
         mem.weights = 0;
     }
+    // ---- optimizer in backward (training.hpp): each gradient is stepped and freed
+    // as backward produces it, so one tensor's gradient is resident at a time: the
+    // largest trainable tensor (an expert's matrix, not the stacked experts; its TP
+    // and ZeRO shard).
+    if (t.optimizer_in_backward) {
+        double largest = 0;
+        for (const OpDef& o : g.ops) {
+            const WeightDef& w = o.weight;
+            if (!(w.trainable || w.module_copy) || w.tied_copy) continue;
+            largest = std::max(largest, w.params / std::max(1, o.gemm_groups) / (w.tp_split ? tp : 1.0));
+        }
+        mem.gradients = std::min(mem.gradients, largest * tb.gradients / c.plan.dense.gradients);
+    }
 
     // ---- activations: micro-batches in flight on this stage times the
     // stored bytes per layer; the embedding side per in-flight micro-batch;

@@ -36,6 +36,8 @@ constexpr RuleInfo kInfo[] = {
     {"zero-with-pipeline", "zero", S::Setup, "ZeRO-2/3 combined with pipeline parallelism"},
     {"param-offload-needs-zero3", "param_offload", S::Setup, "parameter offload without ZeRO-3"},
     {"optimizer-offload-needs-zero", "optimizer_offload", S::Setup, "optimizer offload without ZeRO"},
+    {"optimizer-in-backward-no-accumulation", "optimizer_in_backward", S::Setup,
+     "optimizer in backward with gradient accumulation or optimizer offload"},
     {"lora-rank-positive", "lora_rank", S::Base, "LoRA rank below 1"},
     {"lora-targets-non-empty", "lora_targets", S::Base, "LoRA without target modules"},
     {"fp8-needs-hardware", "precision", S::Base, "fp8-mixed on a GPU without FP8 tensor cores"},
@@ -190,6 +192,18 @@ const Check kStructural[] = {
      [](T(s)) {
          return "optimizer_offload = \"" + std::string(to_string(s.setup.optimizer_offload)) +
                 "\" needs zero >= 1 (ZeRO-Offload), got zero = 0";
+     }},
+    // torchtune refuses both: "Gradient accumulation is not supported with optimizer
+    // in bwd" (recipes/full_finetune_single_device.py); the step runs inside backward,
+    // so there is no accumulated gradient to step later, and no CPU step to hand it to.
+    {Rule::OptimizerInBackwardNoAccumulation, "optimizer_in_backward",
+     [](T(s)) { return s.setup.optimizer_in_backward && (s.setup.grad_accum > 1 || s.setup.optimizer_offload != Offload::None); },
+     [](T(s)) {
+         if (s.setup.optimizer_offload != Offload::None)
+             return std::string("optimizer_in_backward = true cannot be combined with optimizer_offload = \"") +
+                    to_string(s.setup.optimizer_offload) + "\" (the step runs on the GPU inside backward)";
+         return "optimizer_in_backward = true needs grad_accum = 1, got grad_accum = " + num(s.setup.grad_accum) +
+                " (each gradient is stepped and freed as backward produces it; torchtune refuses accumulation)";
      }},
     {Rule::LoraRankPositive, "lora_rank", [](T(s)) { return s.setup.method != Method::Full && s.setup.lora.rank < 1; },
      [](T(s)) { return at_least("lora_rank", s.setup.lora.rank, 1); }},

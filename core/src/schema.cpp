@@ -272,6 +272,10 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::activation_offload>("training", "activation_offload", "--activation-offload", "Activation offload", boolean(),
                                              "Saved activations to host memory and back: on | off (default off)",
                                              TP_AT(setup.activation_offload)));
+    f.push_back(row<&In::optimizer_in_backward>("training", "optimizer_in_backward", "--optimizer-in-backward", "Optimizer in backward",
+                                                boolean(),
+                                                "Step and free each gradient during backward (torchtune optimizer_in_bwd): on | off (default off; needs grad_accum = 1)",
+                                                TP_AT(setup.optimizer_in_backward)));
     f.push_back(row<&In::flash_attention>("training", "flash_attention", "--flash-attention", "FlashAttention", boolean(),
                                           "Fused attention kernel: on | off (default on)", TP_AT(setup.flash_attention)));
     f.push_back(row<&In::attention_kernel>("training", "attention_kernel", "--attention-kernel", "Attention kernel",

@@ -67,6 +67,7 @@ struct ScenarioInput {
     std::optional<RecomputeMethod> recompute_method;
     std::optional<int> recompute_layers;
     std::optional<bool> activation_offload;
+    std::optional<bool> optimizer_in_backward;
     std::optional<bool> flash_attention;
     std::optional<bool> tf32;
     std::optional<AttentionKernel> attention_kernel;

@@ -31,7 +31,7 @@ enum class Rule : int {
     GlobalBatchDivides,      // the global batch asked for splits over micro-batch x dp
     InterleaveNeedsMicrobatches,
     // setup
-    ZeroWithPipeline, ParamOffloadNeedsZero3, OptimizerOffloadNeedsZero,
+    ZeroWithPipeline, ParamOffloadNeedsZero3, OptimizerOffloadNeedsZero, OptimizerInBackwardNoAccumulation,
     LoraRankPositive, LoraTargetsNonEmpty, Fp8NeedsHardware, Bf16NeedsHardware, SeqWithinLearnedPositions, GpuHasMemory,
     Count
 };

@@ -142,11 +142,18 @@ struct TrainingSetup {
     Offload param_offload = Offload::None;
     Recompute recompute = Recompute::None;
     RecomputeMethod recompute_method = RecomputeMethod::Uniform;  // full recompute only
-    int recompute_layers = 0;
+    int recompute_layers = 0;  // uniform: layers per checkpoint (0 = 1); block: layers checkpointed per stage (0 = all); every: k (0 = 1)
     // Saved activations streamed to host memory in forward and back before their
     // layer's backward (DeepSpeed activation checkpointing cpu_checkpointing,
     // Megatron-Core --cpu-offloading).
-    bool activation_offload = false;  // uniform: layers per checkpoint (0 = 1); block: layers checkpointed per stage (0 = all); every: k (0 = 1)
+    bool activation_offload = false;
+    // The optimizer steps each parameter as soon as its gradient is accumulated in
+    // backward and frees that gradient (torchtune `optimizer_in_bwd: True`, built on
+    // torch.Tensor.register_post_accumulate_grad_hook; PyTorch tutorial "How to save
+    // memory by fusing the optimizer step into the backward pass"): the full gradient
+    // set is never resident, only the gradient of the tensor being stepped. Needs
+    // grad_accum = 1 (rule optimizer-in-backward-no-accumulation).
+    bool optimizer_in_backward = false;
     bool flash_attention = true;
     AttentionKernel attention_kernel = AttentionKernel::Flash2;  // PyTorch SDPA / flash-attn 2
     // Model outputs the training loop holds through backward (memory.cpp).
