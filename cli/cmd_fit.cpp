@@ -52,7 +52,14 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
                        m.capacity / units::GiB);
     out << fmt::format("  {:<15}{:>12}   torch.cuda.max_memory_allocated\n", "allocated", gb(m.allocated));
     out << fmt::format("  {:<15}{:>12}   torch.cuda.max_memory_reserved (allocated + reserve)\n", "reserved", gb(m.reserved()));
-    if (m.cpu > 0) out << fmt::format("  {:<15}{:>12}   host memory per GPU\n", "cpu", gb(m.cpu));
+    if (m.cpu > 0) {
+        if (m.host_capacity > 0)
+            out << fmt::format("  {:<15}{:>12}   host memory per GPU, of {} (node RAM / GPUs on the node){}\n", "cpu", gb(m.cpu),
+                               gb(m.host_capacity), m.host_fits() ? "" : ": DOES NOT FIT");
+        else
+            out << fmt::format("  {:<15}{:>12}   host memory per GPU ({} per node; node RAM not given, not checked: --host-ram GiB)\n", "cpu",
+                               gb(m.cpu), gb(m.cpu * std::max(1, std::min(s.cluster.gpus_per_node, s.cluster.num_gpus))));
+    }
     if (m.nvme > 0) out << fmt::format("  {:<15}{:>12}   NVMe per GPU\n", "nvme", gb(m.nvme));
 }
 
@@ -130,8 +137,12 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
                            100.0 * peak.headroom() / peak.capacity);
         return 0;
     }
-    out << fmt::format("DOES NOT FIT: {} over capacity (needs {:.1f}x the memory)\n", gb(-peak.headroom()),
-                       peak.total / peak.capacity);
+    if (peak.total <= peak.capacity)  // the GPU holds it; the node's RAM does not hold what is offloaded
+        out << fmt::format("DOES NOT FIT in host memory: {} per GPU offloaded, {} over the {} each GPU's share of the node's RAM allows\n",
+                           gb(peak.cpu), gb(peak.cpu - peak.host_capacity), gb(peak.host_capacity));
+    else
+        out << fmt::format("DOES NOT FIT: {} over capacity (needs {:.1f}x the memory)\n", gb(-peak.headroom()),
+                           peak.total / peak.capacity);
     if (rep.remedies.empty()) {
         out << "\nNo single change or small combination makes it fit on this hardware; try a larger GPU "
                "(trainplan gpus) or a smaller model.\n";

@@ -687,6 +687,10 @@ void MainWindow::showResults() {
     if (m.fits()) {
         banner_->setText(QString("FITS: %1%4 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange));
         setStyleIfChanged(banner_, "background: #1a7f37; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
+    } else if (m.total <= m.capacity) {
+        banner_->setText(QString("DOES NOT FIT in host memory: %1 per GPU offloaded, %2 over its share of the node's RAM")
+                             .arg(gbtext(m.cpu), gbtext(m.cpu - m.host_capacity)));
+        setStyleIfChanged(banner_, "background: #d1242f; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     } else {
         banner_->setText(QString("DOES NOT FIT: needs %1%4 per GPU, %2 over the %3").arg(gbtext(m.total), gbtext(-m.headroom()), gbtext(m.capacity), mrange));
         setStyleIfChanged(banner_, "background: #d1242f; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");

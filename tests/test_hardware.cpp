@@ -222,3 +222,31 @@ TEST_CASE("the new GPUs are listed and suggested", "[hardware][presets]") {
     CHECK(bad.code == 2);
     CHECK(bad.err.find("h800-sxm") != std::string::npos);
 }
+
+TEST_CASE("offloaded states are checked against the node's RAM, shared by the GPUs on the node", "[hardware][memory][offload]") {
+    // ZeRO-3 with optimizer and parameter offload to the CPU (ZeRO-Infinity): the host keeps
+    // the 16-bit weights (2 B), the fp32 master, m and v (12 B) and the fp32 gradients the
+    // CPU Adam reads (4 B): 18 B per parameter, over the data-parallel ranks.
+    // Llama-2-7B (6,738,415,616 params) on one GPU: 121.3 GB; Llama-2-70B
+    // (68,976,648,192) over 4: 310.4 GB per GPU.
+    const auto one = tp_test::cli({"fit", "llama-2-7b", "--node", "aws-g5-12xlarge", "--gpus", "1", "--zero", "3",
+                                   "--offload-optimizer", "cpu", "--offload-params", "cpu", "--recompute", "full", "--json"});
+    REQUIRE(one.code == 0);
+    CHECK(one.out.find("\"cpu_bytes\": 121") != std::string::npos);
+    // g5.12xlarge has 192 GiB (AWS): one GPU of the node may use all of it, 206.2 GB.
+    CHECK(one.out.find("\"host_capacity_bytes\": 206158430208.0") != std::string::npos);
+    // Four GPUs share it: 51.5 GB each, far below the 310 GB each needs for 70B.
+    const auto four = tp_test::cli({"fit", "llama-2-70b", "--node", "aws-g5-12xlarge", "--gpus", "4", "--zero", "3",
+                                    "--offload-optimizer", "cpu", "--offload-params", "cpu", "--recompute", "full"});
+    CHECK(four.code == 1);
+    CHECK(four.out.find("DOES NOT FIT in host memory: 310.4 GB per GPU offloaded") != std::string::npos);
+    // --host-ram overrides the preset: 64 GiB cannot hold the 7B run's 121.3 GB either.
+    const auto small = tp_test::cli({"fit", "llama-2-7b", "--gpu", "a10g", "--zero", "3", "--offload-optimizer", "cpu",
+                                     "--offload-params", "cpu", "--recompute", "full", "--host-ram", "64"});
+    CHECK(small.code == 1);
+    // Without a node RAM figure nothing is claimed about the host: the need is printed.
+    const auto unknown = tp_test::cli({"fit", "llama-2-7b", "--gpu", "a10g", "--zero", "3", "--offload-optimizer", "cpu",
+                                       "--offload-params", "cpu", "--recompute", "full"});
+    CHECK(unknown.code == 0);
+    CHECK(unknown.out.find("node RAM not given, not checked") != std::string::npos);
+}

@@ -216,7 +216,7 @@ TEST_CASE("every enum name and alias parses back to its value", "[schema][enums]
 }
 
 TEST_CASE("the schema's fields are exactly the keys the writer emits and the flags registered", "[schema]") {
-    // A scenario where every field applies: two nodes, NICs and both overrides set.
+    // A scenario where every field applies: two nodes, NICs, host RAM and both overrides set.
     ScenarioInput in;
     in.model = "llama-2-7b";
     in.gpu = "a100-sxm-80gb";
@@ -224,6 +224,7 @@ TEST_CASE("the schema's fields are exactly the keys the writer emits and the fla
     in.nics_per_node = 4;
     in.framework_overhead_gib = 1.5;
     in.fragmentation = 0.1;
+    in.host_ram_gib = 2048;
     auto s = resolve_scenario(in, cached());
     REQUIRE(s);
     const toml::table doc = toml::parse(scenario_to_toml(*s, "llama-2-7b"));

@@ -105,6 +105,8 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
         {"allocated_bytes", m.allocated},   {"capacity_bytes", m.capacity},
         {"headroom_bytes", m.headroom()},   {"cpu_bytes", m.cpu},
         {"nvme_bytes", m.nvme},             {"paged_out_bytes", m.paged_out},
+        {"host_capacity_bytes", m.host_capacity > 0 ? nlohmann::json(m.host_capacity) : nlohmann::json(nullptr)},
+        {"host_fits", m.host_fits()},
         {"fits", m.fits()},
     };
 }

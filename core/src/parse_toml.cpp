@@ -205,6 +205,7 @@ Result<NodeSpec> parse_node_toml(std::string_view text, const std::string& filen
     if (auto v = r.integer("nics_per_node", 1, 4096)) n.nics_per_node = static_cast<int>(*v);
     if (auto v = r.number("system_power_kw", 0, 1e5)) n.system_power_kw = *v;
     if (auto v = r.number("price_usd", 0, 1e10)) n.price_usd = *v;
+    if (auto v = r.number("host_ram_gib", 1, 1 << 24)) n.host_ram_bytes = *v * units::GiB;
     r.finish();
     if (!errs.empty()) return Error(errs);
     return n;
@@ -528,6 +529,7 @@ struct Resolver {
         const int default_per_node = node ? node->gpus_per_node : std::min(s.cluster.num_gpus, 8);
         s.cluster.gpus_per_node = in.gpus_per_node.value_or(default_per_node);
         s.cluster.nics_per_node = node ? node->nics_per_node : 0;
+        s.cluster.host_ram_bytes = node ? node->host_ram_bytes : 0;
         links();
     }
 

@@ -231,6 +231,18 @@ std::vector<Field> make_fields() {
                                         },
                                         [](Scenario& s, const FieldValue& v) { from_value(v, s.cluster.nics_per_node); }));
 
+    f.push_back(row<&In::host_ram_gib>("hardware", "host_ram_gib", "--host-ram", "Host RAM per node (GiB)", number(1, 1 << 24),
+                                       "CPU memory of one node in GiB, checked against offloaded states (default: the node preset's; else not checked)",
+                                       [](const Scenario& s) -> std::optional<FieldValue> {
+                                           if (s.cluster.host_ram_bytes <= 0) return std::nullopt;
+                                           return to_value(s.cluster.host_ram_bytes / units::GiB);
+                                       },
+                                       [](Scenario& s, const FieldValue& v) {
+                                           double g = 0;
+                                           from_value(v, g);
+                                           s.cluster.host_ram_bytes = g * units::GiB;
+                                       }));
+
     // ---- [training]
     f.push_back(row<&In::method>("training", "method", "--method", "Method", choice<Method>(), "Training method (default full)",
                                  TP_AT(setup.method)));

@@ -367,7 +367,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
 
     const LayerGraph graph = build_layer_graph(m, base.setup);
     const double headroom_needed = std::max(0.0, space.min_headroom_bytes);
-    auto fits = [&](const MemoryBreakdown& b) { return b.total + headroom_needed <= b.capacity; };
+    auto fits = [&](const MemoryBreakdown& b) { return b.total + headroom_needed <= b.capacity && b.host_fits(); };
     auto leaf_index = [&](size_t shape, std::int64_t j, std::int64_t r, std::int64_t o) {
         return ((static_cast<std::int64_t>(shape) * J + j) * R + r) * O + o;
     };

@@ -56,6 +56,7 @@ struct NodeSpec {
     int nics_per_node = 0;
     double system_power_kw = 0;
     double price_usd = 0;
+    double host_ram_bytes = 0;  // CPU memory of one node, 0 = not given
 };
 
 // The machines one scenario runs on.
@@ -66,6 +67,9 @@ struct ClusterSpec {
     LinkSpec intra_node;   // between GPUs of one node
     LinkSpec inter_node;   // between nodes (unused on one node)
     int nics_per_node = 0; // 0 = one per GPU
+    // CPU memory of one node (offloaded optimizer states and weights, paged
+    // optimizer pages live there); 0 = unknown, not checked.
+    double host_ram_bytes = 0;
 
     [[nodiscard]] int num_nodes() const { return (num_gpus + gpus_per_node - 1) / gpus_per_node; }
 };

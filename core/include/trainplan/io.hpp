@@ -80,6 +80,7 @@ struct ScenarioInput {
     std::optional<bool> sequence_parallel;
     std::optional<Schedule> schedule;
     std::optional<double> framework_overhead_gib, fragmentation;
+    std::optional<double> host_ram_gib;
 
     std::map<std::string, Origin> origin;  // scenario key -> where it was set
 

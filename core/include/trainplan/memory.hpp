@@ -65,10 +65,14 @@ struct MemoryBreakdown {
     // What the caching allocator holds at that peak (torch.cuda.max_memory_reserved).
     [[nodiscard]] double reserved() const { return allocated + fragmentation; }
     double capacity = 0;
-    double cpu = 0;             // host memory per GPU (offload, paged optimizer)
+    double cpu = 0;             // host memory per GPU (offload, paged optimizer pages included)
     double nvme = 0;            // NVMe bytes per GPU (offload to NVMe)
     double paged_out = 0;       // paged optimizer states that spill to the host
-    [[nodiscard]] bool fits() const { return total <= capacity; }
+    // Host memory one GPU's process may use: the node's RAM over the GPUs on the
+    // node (0 = node RAM not given: not checked).
+    double host_capacity = 0;
+    [[nodiscard]] bool host_fits() const { return host_capacity <= 0 || cpu <= host_capacity; }
+    [[nodiscard]] bool fits() const { return total <= capacity && host_fits(); }
     [[nodiscard]] double headroom() const { return capacity - total; }
 };
 
