@@ -537,8 +537,28 @@ void optimizer_terms(const TimeContext& c, TimeEstimate& est) {
     // the master copy and the states; the 16-bit weights are rewritten from the
     // master (or updated in place without one); gradient-norm clipping reads the
     // gradients once more and zeroing the gradient buffer writes them.
-    const double state_bytes = 3.0 * bpp.gradients + 2.0 * (bpp.master + bpp.optimizer_states) +
-                               (bpp.master > 0 ? std::min(bpp.weights, 2.0) : 2.0 * bpp.weights);
+    double state_bytes = 3.0 * bpp.gradients + 2.0 * (bpp.master + bpp.optimizer_states) +
+                         (bpp.master > 0 ? std::min(bpp.weights, 2.0) : 2.0 * bpp.weights);
+    // torch.optim.AdamW's multi-tensor path (data/defaults.toml [stack.*]
+    // optimizer_foreach; torch/optim/adamw.py _multi_tensor_adamw, torch 2.x, no
+    // amsgrad) passes over whole tensor lists once per op, with p the updated
+    // parameter's bytes, s one moment's, g the gradient's:
+    //   _foreach_mul_(params)                      r p, w p      2p
+    //   _foreach_lerp_(exp_avgs, grads)            r s g, w s    2s + g
+    //   _foreach_mul_(exp_avg_sqs)                 r s, w s      2s
+    //   _foreach_addcmul_(exp_avg_sqs, g, g)       r s g g, w s  2s + 2g
+    //   _foreach_sqrt(exp_avg_sqs) -> denom        r s, w s      2s
+    //   _foreach_div_(denom), _foreach_add_(eps)   2 x (r s, w s) 4s
+    //   _foreach_addcdiv_(params, exp_avgs, denom) r p s s, w p  2p + 2s
+    // = 4p + 14s + 3g; clip_grad_norm_ (torch/nn/utils/clip_grad.py, foreach)
+    // reads the gradients for the norm and scales them in place: + 3g. Gradients
+    // are freed, not zeroed (zero_grad set_to_none=True since torch 2.0).
+    const bool frameworks_own = t.framework == Framework::DeepSpeed || t.framework == Framework::Megatron;
+    if (t.optimizer == OptimizerKind::AdamW && !frameworks_own && pol.stack(t.stack).optimizer_foreach) {
+        const double p = bpp.master > 0 ? bpp.master : std::min(bpp.weights, 4.0);
+        const double s = bpp.optimizer_states / 2.0;
+        state_bytes = 4.0 * p + 14.0 * s + 6.0 * bpp.gradients;
+    }
     if (t.optimizer_offload == Offload::None) {
         tb.optimizer_s = updated * state_bytes / c.hw.bw;
         return;
