@@ -41,6 +41,11 @@ double model_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
     return 6.0 * matmul + 12.0 * static_cast<double>(m.num_layers) * static_cast<double>(m.q_dim()) * static_cast<double>(seq_len);
 }
 
+bool adamw_runs_foreach(const TrainingSetup& t) {
+    const bool frameworks_own = t.framework == Framework::DeepSpeed || t.framework == Framework::Megatron;
+    return t.optimizer == OptimizerKind::AdamW && !frameworks_own && policy().stack(t.stack).optimizer_foreach;
+}
+
 namespace {
 
 struct Hw {
@@ -553,8 +558,7 @@ void optimizer_terms(const TimeContext& c, TimeEstimate& est) {
     // = 4p + 14s + 3g; clip_grad_norm_ (torch/nn/utils/clip_grad.py, foreach)
     // reads the gradients for the norm and scales them in place: + 3g. Gradients
     // are freed, not zeroed (zero_grad set_to_none=True since torch 2.0).
-    const bool frameworks_own = t.framework == Framework::DeepSpeed || t.framework == Framework::Megatron;
-    if (t.optimizer == OptimizerKind::AdamW && !frameworks_own && pol.stack(t.stack).optimizer_foreach) {
+    if (adamw_runs_foreach(t)) {
         const double p = bpp.master > 0 ? bpp.master : std::min(bpp.weights, 4.0);
         const double s = bpp.optimizer_states / 2.0;
         state_bytes = 4.0 * p + 14.0 * s + 6.0 * bpp.gradients;
