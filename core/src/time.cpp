@@ -524,6 +524,16 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     } else {
         tb.dp_comm_s = dp_allreduce(grad_bytes);
         tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + (t.overlap_grad_reduce ? std::min(tb.dp_comm_s, last_bucket) : 0.0);
+        // torch.nn.parallel.DistributedDataParallel keeps its buckets apart from
+        // the .grad tensors (gradient_as_bucket_view=False by default, PyTorch
+        // DDP docs): torch/csrc/distributed/c10d/reducer.cpp
+        // mark_variable_ready_dense copies each gradient into its bucket (scaled
+        // by 1/world size on the way) from the autograd hook, on the compute
+        // stream, and copy_bucket_to_grad copies the reduced bucket back after
+        // the last reduction: a read and a write of the gradients each way, on
+        // the critical path. Megatron's DDP reduces its contiguous main-grad
+        // buffer in place (no copies).
+        if (t.framework == Framework::PyTorchAMP) tb.dp_exposed_s += 4.0 * grad_bytes / c.hw.bw;
     }
     tb.dp_intra_bytes = intra_bytes;
     tb.dp_inter_bytes = inter_bytes;
