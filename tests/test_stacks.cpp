@@ -153,6 +153,21 @@ TEST_CASE("stacks: fit and simulate print the stack and the conventions assumed"
     }
 }
 
+TEST_CASE("stacks: the assumes line says when AdamW runs torch's foreach path", "[stacks][cli][optimizer]") {
+    // HF Trainer's default optim "adamw_torch" under autocast (framework
+    // pytorch-amp) runs the foreach path; DeepSpeed's engine steps its own fused
+    // Adam whatever the stack; torchtitan's optimizer is fused.
+    auto out = [](std::vector<std::string> extra) {
+        std::vector<std::string> a{"simulate", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--seq-len", "512"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return tp_test::cli(a).out;
+    };
+    const std::string foreach_note = "AdamW foreach (one memory pass per op)";
+    CHECK(out({"--stack", "hf-peft", "--framework", "pytorch-amp"}).find(foreach_note) != std::string::npos);
+    CHECK(out({"--stack", "hf-peft", "--framework", "deepspeed"}).find(foreach_note) == std::string::npos);
+    CHECK(out({"--stack", "torchtitan", "--framework", "pytorch-amp"}).find(foreach_note) == std::string::npos);
+}
+
 TEST_CASE("stacks: the layer recomputed in backward reuses the loss's freed logits blocks", "[stacks][memory]") {
     // Llama-2-7B, one GPU, hf-peft, s = 4096, b = 1, full recompute. The loss's
     // logits-sized tensors (4096 x 32000 x 12 B = 1.57 GB) are freed by the loss's

@@ -35,6 +35,54 @@ TEST_CASE("one A100 updating Llama-2-7B with Adam: the optimizer step is memory-
     CHECK(j["time"]["optimizer_s"].get<double>() == Approx(32 * psi / (2039e9 * 0.88)).epsilon(1e-3));
 }
 
+TEST_CASE("torch.optim.AdamW's foreach path passes over the tensors once per op", "[time][optimizer]") {
+    // Hand-derived from torch/optim/adamw.py _multi_tensor_adamw (torch 2.x, no
+    // amsgrad): mul_(params) 2p; lerp_(exp_avgs, grads) 2s + g; mul_(exp_avg_sqs)
+    // 2s; addcmul_(exp_avg_sqs, g, g) 2s + 2g; sqrt -> denom 2s; div_ and add_(eps)
+    // 4s; addcdiv_(params, exp_avgs, denom) 2p + 2s: 4p + 14s + 3g; and
+    // clip_grad_norm_ (foreach): the norm reads the gradients, the in-place scale
+    // reads and writes them: + 3g. Pure bf16 (p = s = g = 2 B): 8 + 28 + 12 = 48 B
+    // per parameter. Llama-2-7B, Psi = 6,738,415,616, on one A100-80GB at its
+    // measured HBM rate 2039 GB/s x 0.88: 48 Psi / 1794 GB/s = 0.1803 s.
+    const double psi = 6'738'415'616.0;
+    const std::vector<std::string> job{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--seq-len", "512", "--precision", "bf16",
+                                       "--framework", "pytorch-amp"};
+    auto with = [&](const char* stack) {
+        auto a = job;
+        a.insert(a.end(), {"--stack", stack});
+        return sim(a)["time"]["optimizer_s"].get<double>();
+    };
+    CHECK(with("hf-fused") == Approx(48 * psi / (2039e9 * 0.88)).epsilon(1e-3));
+    // torchtitan's fused AdamW: one kernel reads g, p, m, v and writes p, m, v; the
+    // clip reads g once more: 3 x 2 + 2 x (2 + 2) + 2 x 2 = 18 B (the fused count above).
+    CHECK(with("torchtitan") == Approx(18 * psi / (2039e9 * 0.88)).epsilon(1e-3));
+    // Mixed precision under autocast keeps fp32 parameters, gradients and moments
+    // (p = s = g = 4 B): 16 + 56 + 24 = 96 B.
+    auto amp = job;
+    amp[amp.size() - 3] = "bf16-mixed";
+    amp.insert(amp.end(), {"--stack", "generic-eager"});
+    CHECK(sim(amp)["time"]["optimizer_s"].get<double>() == Approx(96 * psi / (2039e9 * 0.88)).epsilon(1e-3));
+}
+
+TEST_CASE("PyTorch DDP copies gradients into its buckets and back", "[time][collectives]") {
+    // torch/csrc/distributed/c10d/reducer.cpp (gradient_as_bucket_view=False, the
+    // default): mark_variable_ready_dense writes each gradient into its bucket,
+    // copy_bucket_to_grad writes the reduced bucket back: each reads and writes
+    // the gradients once. Llama-2-7B under autocast keeps fp32 gradients (4 B),
+    // Psi = 6,738,415,616: 4 x 4 Psi bytes at the A100-80GB's measured HBM rate
+    // (2039 GB/s x 0.88) = 0.0601 s on top of the all-reduce, here left
+    // unoverlapped so the exposed time is the all-reduce plus the copies.
+    const json j = sim({"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "2", "--framework", "pytorch-amp", "--seq-len", "512",
+                        "--overlap-grad-reduce", "false"});
+    const double psi = 6'738'415'616.0;
+    const double copies = j["time"]["dp_exposed_s"].get<double>() - j["time"]["dp_comm_s"].get<double>();
+    CHECK(copies == Approx(16 * psi / (2039e9 * 0.88)).epsilon(1e-6));
+    // Megatron's DDP reduces its contiguous main-grad buffer in place: no copies.
+    const json m = sim({"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "2", "--framework", "megatron", "--seq-len", "512",
+                        "--overlap-grad-reduce", "false"});
+    CHECK(m["time"]["dp_exposed_s"].get<double>() == Approx(m["time"]["dp_comm_s"].get<double>()).epsilon(1e-12));
+}
+
 TEST_CASE("pipeline bubble is (p - 1) micro-batch slots of 1F1B", "[time][pipeline]") {
     // Narayanan et al. 2021, Sec. 2.2: bubble fraction (p - 1)/m of the ideal time.
     const json j = sim({"llama-2-13b", "--gpu", "a100-sxm-80gb", "--gpus", "4", "--pp", "4", "--global-batch", "16"});

@@ -4,6 +4,7 @@
 
 #include "trainplan/policy.hpp"
 #include "trainplan/schema.hpp"
+#include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan::app {
@@ -82,6 +83,7 @@ std::string describe_setup(const Scenario& s) {
     const StackConventions& sc = policy().stack(t.stack);
     line += fmt::format("\n  assumes: stack {}: loss {}; norms {}; {}; attention {}; allocator {}", to_string(t.stack), sc.loss,
                         sc.norms, sc.elementwise, t.flash_attention ? to_string(t.attention_kernel) : "eager", sc.allocator);
+    if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
     return line;
 }
 

@@ -169,6 +169,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.fused_elementwise = r.boolean(row, sec, "fused_elementwise");
         c.fused_swiglu = r.boolean(row, sec, "fused_swiglu");
         c.allocator_reserve_fraction = r.non_negative(row, sec, "allocator_reserve_fraction");
+        c.optimizer_foreach = r.boolean(row, sec, "optimizer_foreach");
         c.loss = r.string(row, sec, "loss");
         c.norms = r.string(row, sec, "norms");
         c.elementwise = r.string(row, sec, "elementwise");

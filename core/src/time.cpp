@@ -41,6 +41,11 @@ double model_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
     return 6.0 * matmul + 12.0 * static_cast<double>(m.num_layers) * static_cast<double>(m.q_dim()) * static_cast<double>(seq_len);
 }
 
+bool adamw_runs_foreach(const TrainingSetup& t) {
+    const bool frameworks_own = t.framework == Framework::DeepSpeed || t.framework == Framework::Megatron;
+    return t.optimizer == OptimizerKind::AdamW && !frameworks_own && policy().stack(t.stack).optimizer_foreach;
+}
+
 namespace {
 
 struct Hw {
@@ -519,6 +524,16 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     } else {
         tb.dp_comm_s = dp_allreduce(grad_bytes);
         tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + (t.overlap_grad_reduce ? std::min(tb.dp_comm_s, last_bucket) : 0.0);
+        // torch.nn.parallel.DistributedDataParallel keeps its buckets apart from
+        // the .grad tensors (gradient_as_bucket_view=False by default, PyTorch
+        // DDP docs): torch/csrc/distributed/c10d/reducer.cpp
+        // mark_variable_ready_dense copies each gradient into its bucket (scaled
+        // by 1/world size on the way) from the autograd hook, on the compute
+        // stream, and copy_bucket_to_grad copies the reduced bucket back after
+        // the last reduction: a read and a write of the gradients each way, on
+        // the critical path. Megatron's DDP reduces its contiguous main-grad
+        // buffer in place (no copies).
+        if (t.framework == Framework::PyTorchAMP) tb.dp_exposed_s += 4.0 * grad_bytes / c.hw.bw;
     }
     tb.dp_intra_bytes = intra_bytes;
     tb.dp_inter_bytes = inter_bytes;
@@ -537,8 +552,27 @@ void optimizer_terms(const TimeContext& c, TimeEstimate& est) {
     // the master copy and the states; the 16-bit weights are rewritten from the
     // master (or updated in place without one); gradient-norm clipping reads the
     // gradients once more and zeroing the gradient buffer writes them.
-    const double state_bytes = 3.0 * bpp.gradients + 2.0 * (bpp.master + bpp.optimizer_states) +
-                               (bpp.master > 0 ? std::min(bpp.weights, 2.0) : 2.0 * bpp.weights);
+    double state_bytes = 3.0 * bpp.gradients + 2.0 * (bpp.master + bpp.optimizer_states) +
+                         (bpp.master > 0 ? std::min(bpp.weights, 2.0) : 2.0 * bpp.weights);
+    // torch.optim.AdamW's multi-tensor path (data/defaults.toml [stack.*]
+    // optimizer_foreach; torch/optim/adamw.py _multi_tensor_adamw, torch 2.x, no
+    // amsgrad) passes over whole tensor lists once per op, with p the updated
+    // parameter's bytes, s one moment's, g the gradient's:
+    //   _foreach_mul_(params)                      r p, w p      2p
+    //   _foreach_lerp_(exp_avgs, grads)            r s g, w s    2s + g
+    //   _foreach_mul_(exp_avg_sqs)                 r s, w s      2s
+    //   _foreach_addcmul_(exp_avg_sqs, g, g)       r s g g, w s  2s + 2g
+    //   _foreach_sqrt(exp_avg_sqs) -> denom        r s, w s      2s
+    //   _foreach_div_(denom), _foreach_add_(eps)   2 x (r s, w s) 4s
+    //   _foreach_addcdiv_(params, exp_avgs, denom) r p s s, w p  2p + 2s
+    // = 4p + 14s + 3g; clip_grad_norm_ (torch/nn/utils/clip_grad.py, foreach)
+    // reads the gradients for the norm and scales them in place: + 3g. Gradients
+    // are freed, not zeroed (zero_grad set_to_none=True since torch 2.0).
+    if (adamw_runs_foreach(t)) {
+        const double p = bpp.master > 0 ? bpp.master : std::min(bpp.weights, 4.0);
+        const double s = bpp.optimizer_states / 2.0;
+        state_bytes = 4.0 * p + 14.0 * s + 6.0 * bpp.gradients;
+    }
     if (t.optimizer_offload == Offload::None) {
         tb.optimizer_s = updated * state_bytes / c.hw.bw;
         return;

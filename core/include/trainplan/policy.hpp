@@ -43,6 +43,9 @@ struct StackConventions {
     // The caching allocator's reserve (reserved - allocated) as a fraction of the
     // transient bytes (activations, logits, temporary buffers) it cycles through.
     double allocator_reserve_fraction = 0;
+    // AdamW as torch's multi-tensor (foreach) implementation, one memory pass per
+    // _foreach op, rather than one fused kernel (time side).
+    bool optimizer_foreach = false;
     // Short descriptions for the "assumes:" line.
     std::string loss, norms, elementwise, allocator;
 };
