@@ -245,3 +245,36 @@ TEST_CASE("held outputs: logits and past_key_values kept through backward (llama
     // Against PR #41: 4.98 GB more active memory with both held.
     CHECK((held.allocated - none.allocated) / 1e9 == Approx(4.98).epsilon(0.1));
 }
+
+TEST_CASE("stacks: transformers' eager attention keeps the fp32 softmax output and its 16-bit cast", "[stacks][memory][activations]") {
+    // transformers LlamaAttention (eager path): `softmax(attn_weights, dim=-1,
+    // dtype=torch.float32).to(query_states.dtype)`. Autograd keeps softmax's fp32
+    // result for its backward (PyTorch derivatives.yaml, _softmax: uses `result`)
+    // and matmul(probs, V) keeps the bf16 cast. A 16-bit softmax keeps one 2 B
+    // tensor for both. Llama-2-7B: 32 heads, b = 1, s = 2048, t = 1, no dropout:
+    // the fp32 copy adds 4 B x 32 x 2048^2 = 536,870,912 B (0.54 GB) per layer.
+    auto layer = [](Stack st, bool flash) {
+        TrainingSetup t;
+        t.stack = st;
+        t.precision = Precision::BF16Mixed;
+        t.flash_attention = flash;
+        return build_step_graph(tp_test::model("llama-2-7b"), t);
+    };
+    const double s = 2048;
+    // hf-peft and generic-eager share the norm and SwiGLU conventions (eager
+    // RMSNorm fp32 copy, eager SwiGLU): only the softmax's dtype differs.
+    const double hf = layer(Stack::HfPeft, false).stored_none.bytes(s, 1, 1, false);
+    const double plain = layer(Stack::GenericEager, false).stored_none.bytes(s, 1, 1, false);
+    CHECK(hf - plain == Approx(4.0 * 32 * s * s));
+    CHECK(4.0 * 32 * s * s == 536870912.0);
+    // Split over tensor parallelism like the heads: t = 2 halves it.
+    CHECK(layer(Stack::HfPeft, false).stored_none.bytes(s, 1, 2, false) - layer(Stack::GenericEager, false).stored_none.bytes(s, 1, 2, false) ==
+          Approx(2.0 * 32 * s * s));
+    // Selective recompute regenerates the softmax: nothing of it is stored.
+    CHECK(layer(Stack::HfPeft, false).stored_selective.bytes(s, 1, 1, false) ==
+          Approx(layer(Stack::GenericEager, false).stored_selective.bytes(s, 1, 1, false)));
+    // FlashAttention never materializes the probabilities: no difference.
+    CHECK(layer(Stack::HfPeft, true).stored_none.bytes(s, 1, 1, false) == Approx(layer(Stack::GenericEager, true).stored_none.bytes(s, 1, 1, false)));
+    // Megatron-Core's fused scale-mask-softmax returns 16-bit probabilities.
+    CHECK(policy().stack(Stack::MegatronCore).attn_softmax_fp32 == false);
+}

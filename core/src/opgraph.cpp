@@ -343,6 +343,13 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         sm.selective_recompute = true;
         const int probs = b.output("attn_probs", 0, a, TP, nh);
         b.g.ops.back().saves.push_back(probs);
+        if (sc.attn_softmax_fp32) {
+            // softmax(..., dtype=float32).to(dtype) (data/defaults.toml [stack.*]
+            // attn_softmax_fp32): softmax's backward keeps its fp32 output as well
+            // as the 16-bit cast P x V keeps.
+            const int probs32 = b.output("attn_probs_fp32", 0, 4.0, TP, nh);
+            b.g.ops.back().saves.push_back(probs32);
+        }
         int pv_in = probs;
         if (dropout) {
             OpDef& dr = b.elementwise("attn_dropout", OpRole::AttnDropout, OpKind::Dropout, TP, 0, {});
