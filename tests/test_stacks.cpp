@@ -278,3 +278,26 @@ TEST_CASE("stacks: transformers' eager attention keeps the fp32 softmax output a
     // Megatron-Core's fused scale-mask-softmax returns 16-bit probabilities.
     CHECK(policy().stack(Stack::MegatronCore).attn_softmax_fp32 == false);
 }
+
+TEST_CASE("stacks: eager attention's backward holds the s x s gradients of the probabilities and scores", "[stacks][memory][activations]") {
+    // Backward of P x V writes dL/dP in the probabilities' 16-bit dtype; transformers'
+    // fp32 softmax casts it to fp32 (ToCopy backward) and softmax backward writes
+    // dL/dscores in the input's 16-bit dtype (aten _softmax_backward_data with
+    // input_dtype). Both exist at once: Llama-2-7B, 32 heads, bf16 (2 B):
+    //   transformers (fp32 softmax): (4 + 2) B x 32 x s^2 per sequence;
+    //   16-bit softmax:              (2 + 2) B x 32 x s^2.
+    auto g = [](Stack st, bool flash) {
+        TrainingSetup t;
+        t.stack = st;
+        t.precision = Precision::BF16Mixed;
+        t.flash_attention = flash;
+        return build_step_graph(tp_test::model("llama-2-7b"), t);
+    };
+    const double s = 2048;
+    CHECK(g(Stack::HfPeft, false).attn_backward_working.bytes(s, 1, 1, false) == Approx(6.0 * 32 * s * s));
+    CHECK(g(Stack::GenericEager, false).attn_backward_working.bytes(s, 1, 1, false) == Approx(4.0 * 32 * s * s));
+    // b = 4, t = 2 (heads split): 6 x 32 x 2048^2 x 4 / 2 = 1.61 GB.
+    CHECK(g(Stack::HfPeft, false).attn_backward_working.bytes(s, 4, 2, false) / 1e9 == Approx(1.6106).epsilon(1e-4));
+    // FlashAttention tiles the s x s blocks in on-chip memory.
+    CHECK(g(Stack::HfPeft, true).attn_backward_working.bytes(s, 1, 1, false) == 0);
+}
