@@ -287,3 +287,59 @@ TEST_CASE("optimizer in backward: one tensor's gradient is resident, not the mod
     CHECK(r.err.find("optimizer_in_backward") != std::string::npos);
     CHECK(r.err.find("grad_accum = 4") != std::string::npos);
 }
+
+TEST_CASE("stacks: transformers' eager attention keeps the fp32 softmax output and its 16-bit cast", "[stacks][memory][activations]") {
+    // transformers LlamaAttention (eager path): `softmax(attn_weights, dim=-1,
+    // dtype=torch.float32).to(query_states.dtype)`. Autograd keeps softmax's fp32
+    // result for its backward (PyTorch derivatives.yaml, _softmax: uses `result`)
+    // and matmul(probs, V) keeps the bf16 cast. A 16-bit softmax keeps one 2 B
+    // tensor for both. Llama-2-7B: 32 heads, b = 1, s = 2048, t = 1, no dropout:
+    // the fp32 copy adds 4 B x 32 x 2048^2 = 536,870,912 B (0.54 GB) per layer.
+    auto layer = [](Stack st, bool flash) {
+        TrainingSetup t;
+        t.stack = st;
+        t.precision = Precision::BF16Mixed;
+        t.flash_attention = flash;
+        return build_step_graph(tp_test::model("llama-2-7b"), t);
+    };
+    const double s = 2048;
+    // hf-peft and generic-eager share the norm and SwiGLU conventions (eager
+    // RMSNorm fp32 copy, eager SwiGLU): only the softmax's dtype differs.
+    const double hf = layer(Stack::HfPeft, false).stored_none.bytes(s, 1, 1, false);
+    const double plain = layer(Stack::GenericEager, false).stored_none.bytes(s, 1, 1, false);
+    CHECK(hf - plain == Approx(4.0 * 32 * s * s));
+    CHECK(4.0 * 32 * s * s == 536870912.0);
+    // Split over tensor parallelism like the heads: t = 2 halves it.
+    CHECK(layer(Stack::HfPeft, false).stored_none.bytes(s, 1, 2, false) - layer(Stack::GenericEager, false).stored_none.bytes(s, 1, 2, false) ==
+          Approx(2.0 * 32 * s * s));
+    // Selective recompute regenerates the softmax: nothing of it is stored.
+    CHECK(layer(Stack::HfPeft, false).stored_selective.bytes(s, 1, 1, false) ==
+          Approx(layer(Stack::GenericEager, false).stored_selective.bytes(s, 1, 1, false)));
+    // FlashAttention never materializes the probabilities: no difference.
+    CHECK(layer(Stack::HfPeft, true).stored_none.bytes(s, 1, 1, false) == Approx(layer(Stack::GenericEager, true).stored_none.bytes(s, 1, 1, false)));
+    // Megatron-Core's fused scale-mask-softmax returns 16-bit probabilities.
+    CHECK(policy().stack(Stack::MegatronCore).attn_softmax_fp32 == false);
+}
+
+TEST_CASE("stacks: eager attention's backward holds the s x s gradients of the probabilities and scores", "[stacks][memory][activations]") {
+    // Backward of P x V writes dL/dP in the probabilities' 16-bit dtype; transformers'
+    // fp32 softmax casts it to fp32 (ToCopy backward) and softmax backward writes
+    // dL/dscores in the input's 16-bit dtype (aten _softmax_backward_data with
+    // input_dtype). Both exist at once: Llama-2-7B, 32 heads, bf16 (2 B):
+    //   transformers (fp32 softmax): (4 + 2) B x 32 x s^2 per sequence;
+    //   16-bit softmax:              (2 + 2) B x 32 x s^2.
+    auto g = [](Stack st, bool flash) {
+        TrainingSetup t;
+        t.stack = st;
+        t.precision = Precision::BF16Mixed;
+        t.flash_attention = flash;
+        return build_step_graph(tp_test::model("llama-2-7b"), t);
+    };
+    const double s = 2048;
+    CHECK(g(Stack::HfPeft, false).attn_backward_working.bytes(s, 1, 1, false) == Approx(6.0 * 32 * s * s));
+    CHECK(g(Stack::GenericEager, false).attn_backward_working.bytes(s, 1, 1, false) == Approx(4.0 * 32 * s * s));
+    // b = 4, t = 2 (heads split): 6 x 32 x 2048^2 x 4 / 2 = 1.61 GB.
+    CHECK(g(Stack::HfPeft, false).attn_backward_working.bytes(s, 4, 2, false) / 1e9 == Approx(1.6106).epsilon(1e-4));
+    // FlashAttention tiles the s x s blocks in on-chip memory.
+    CHECK(g(Stack::HfPeft, true).attn_backward_working.bytes(s, 1, 1, false) == 0);
+}

@@ -345,6 +345,10 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     if (t.recompute == Recompute::Full) recomputed = rl.working * g.stored_none.bytes(sq, mb, tp, sp);
     if (t.recompute == Recompute::Selective || t.recompute == Recompute::PerOp)
         recomputed = g.stored_none.bytes(sq, mb, tp, sp) - g.stored(t.recompute).bytes(sq, mb, tp, sp);
+    // Eager attention's backward holds the s x s gradients of the probabilities
+    // and scores on top of the layer's stored (or recomputed) tensors, also after
+    // the loss's backward (opgraph attn_backward_working).
+    recomputed += g.attn_backward_working.bytes(sq, mb, tp, sp);
     // Held logits are not freed by the loss's backward: only the rest is reused.
     temp += std::max(0.0, recomputed - (mem.logits - held_logits));
     if (c.plan.dp_group.size > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;

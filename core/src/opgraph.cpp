@@ -343,6 +343,18 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         sm.selective_recompute = true;
         const int probs = b.output("attn_probs", 0, a, TP, nh);
         b.g.ops.back().saves.push_back(probs);
+        if (sc.attn_softmax_fp32) {
+            // softmax(..., dtype=float32).to(dtype) (data/defaults.toml [stack.*]
+            // attn_softmax_fp32): softmax's backward keeps its fp32 output as well
+            // as the 16-bit cast P x V keeps.
+            const int probs32 = b.output("attn_probs_fp32", 0, 4.0, TP, nh);
+            b.g.ops.back().saves.push_back(probs32);
+        }
+        // Backward of P x V writes the gradient of the probabilities (16-bit; cast
+        // to fp32 for an fp32 softmax), softmax backward the gradient of the scores
+        // (16-bit, `_softmax_backward_data(grad, out, dim, input_dtype)`); both
+        // exist at once next to the saved probabilities.
+        b.g.attn_backward_working.squared = nh * ((sc.attn_softmax_fp32 ? 4.0 : a) + a);
         int pv_in = probs;
         if (dropout) {
             OpDef& dr = b.elementwise("attn_dropout", OpRole::AttnDropout, OpKind::Dropout, TP, 0, {});

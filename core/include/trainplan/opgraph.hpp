@@ -212,6 +212,10 @@ struct StepGraph {
     ActivationCoeffs stored_first;        // embedding side, per in-flight micro-batch
     ActivationCoeffs stored_last;         // final norm and LM-head inputs, one micro-batch
     ActivationCoeffs logits;              // the loss's logits copies, one micro-batch
+    // Gradients eager attention's backward holds at once on top of what one layer
+    // stores: the gradient of the softmax output (in its dtype) and of the scores
+    // (16-bit), s x s per head (zero under FlashAttention, which tiles them).
+    ActivationCoeffs attn_backward_working;
     // Selective recompute repeats these forward FLOPs per layer (per token per key).
     double selective_flops_per_token_sq = 0;
     // Per-op recompute repeats these forward FLOPs per layer (per token).

@@ -40,6 +40,10 @@ struct StackConventions {
     double norm_saved_bytes = 0;
     bool fused_elementwise = false;  // norms, residual adds, RoPE as fused kernels (one read, one write)
     bool fused_swiglu = false;       // the gated activation recomputes silu(gate) in backward: keeps gate and up only
+    // Eager (non-flash) attention's softmax writes fp32 probabilities, which its
+    // backward keeps, and the 16-bit cast of them that P x V keeps: 4 + 2 B per
+    // score element instead of 2.
+    bool attn_softmax_fp32 = false;
     // The caching allocator's reserve (reserved - allocated) as a fraction of the
     // transient bytes (activations, logits, temporary buffers) it cycles through.
     double allocator_reserve_fraction = 0;
