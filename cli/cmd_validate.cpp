@@ -20,6 +20,9 @@ namespace trainplan::cli {
 void setup_validate(CLI::App& app, ValidateOptions& o) {
     app.add_option("--presets", o.preset_dirs, "Extra preset directory; repeatable");
     app.add_option("--cases", o.case_files, "Case files or folders of them (default: the packaged validation/cases/*.toml)");
+    app.add_option("--unusable", o.unusable,
+                   "List of published figures read and not counted (default: the packaged validation/unusable.toml; "
+                   "none with --cases)");
     app.add_flag("--json", o.json, "Machine-readable output");
     app.add_flag("--all", o.all, "Also list the cases left out, with the mechanism or input that is missing");
     app.add_flag("--calibration-cv", o.calibration_cv,
@@ -47,6 +50,16 @@ std::vector<std::string> packaged_case_files(const FilePresets& presets) {
         if (!fs::is_directory(d, ec)) continue;
         auto found = toml_files_in(d);
         if (!found.empty()) return found;
+    }
+    return {};
+}
+
+// The packaged list of figures read and not counted, next to cases/.
+std::string packaged_unusable_file(const FilePresets& presets) {
+    for (const auto& root : presets.roots()) {
+        std::error_code ec;
+        const fs::path f = fs::path(root) / "validation" / "unusable.toml";
+        if (fs::is_regular_file(f, ec)) return f.string();
     }
     return {};
 }
@@ -155,6 +168,23 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
     }
     auto rep = run_validation(sources, presets);
     if (!rep) return report_error(rep.error(), err);
+    // Figures read and not counted: the source lacks the exact configuration
+    // (validation/unusable.toml); reported on a line of their own.
+    std::vector<UnusableCase> unusable;
+    const std::string unusable_file = !o.unusable.empty() ? o.unusable : o.case_files.empty() ? packaged_unusable_file(presets) : "";
+    if (!unusable_file.empty()) {
+        std::string why;
+        auto src = presets.read_file(unusable_file, why);
+        if (!src) {
+            err << unusable_file << ": error: cannot read the list of unusable figures: " << why << '\n';
+            return 2;
+        }
+        auto u = load_unusable_cases(*src);
+        if (!u) return report_error(u.error(), err);
+        unusable = std::move(*u);
+    }
+    std::map<std::string, int> lacks;
+    for (const auto& u : unusable) ++lacks[u.lacks];
 
     // Left-out cases grouped by what is missing.
     std::map<std::string, int> mechanisms, inputs;
@@ -191,6 +221,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
                               {"by_stack", groups(rep->by_stack)},
                               {"by_regime", groups(rep->by_regime)},
                               {"left_out", left},
+                              {"read_not_counted", {{"count", unusable.size()}, {"lacks", lacks}}},
                               {"within_bounds", rep->within_bounds()}}
                    .dump(2)
             << '\n';
@@ -225,13 +256,21 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
     out << "left out for input the source does not give (" << n_input << "):\n";
     for (const auto& [k, n] : inputs) out << fmt::format("  {:>3}  {}\n", n, k);
     if (not_valid) out << fmt::format("not a valid scenario: {} (see --all)\n", not_valid);
+    if (!unusable.empty()) {
+        out << fmt::format("read and not counted: {} (the source lacks the exact configuration; {})\n", unusable.size(), unusable_file);
+        for (const auto& [k, n] : lacks) out << fmt::format("  {:>3}  {}\n", n, k);
+        if (o.all)
+            for (const auto& u : unusable) out << fmt::format("  {:<46} {} ({})\n", u.id, u.lacks, u.source_locator);
+    }
     out << "\nreference collection (the budgets apply):\n";
     line("memory", rep->memory, "   [median <= 5 %, worst <= 15 %]");
     line("throughput", rep->throughput, "   [median <= 10 %, 90th percentile <= 20 %]");
     out << "grown collection (issue 11; reported, not yet budgeted):\n";
     line("memory", rep->grown_memory, "");
     line("throughput", rep->grown_throughput, "");
-    out << fmt::format("{} fits/OOM verdicts, {} wrong; {} cases left out{}\n", rep->verdicts, rep->verdicts_failed, n_mech + n_input + not_valid,
+    const int n_left = n_mech + n_input + not_valid;
+    out << fmt::format("{} fits/OOM verdicts, {} wrong; {} of {} cases left out ({:.1f} %){}\n", rep->verdicts, rep->verdicts_failed, n_left,
+                       rep->rows.size(), rep->rows.empty() ? 0.0 : 100.0 * n_left / static_cast<double>(rep->rows.size()),
                        o.all ? "" : " (--all lists them with the reason)");
     out << (rep->within_bounds() ? "WITHIN BOUNDS\n" : "OUTSIDE BOUNDS\n");
     return rep->within_bounds() ? 0 : 1;

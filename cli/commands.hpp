@@ -90,6 +90,7 @@ struct ValidateOptions {
     bool all = false;
     bool calibration_cv = false;  // --calibration-cv
     std::string write_residuals;  // --write-residuals FILE
+    std::string unusable;         // --unusable FILE (default: the packaged validation/unusable.toml)
 };
 void setup_validate(CLI::App& app, ValidateOptions& o);
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err);

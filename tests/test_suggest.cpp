@@ -21,8 +21,10 @@ TEST_CASE("preset suggestions prefer prefix and family over edit distance", "[su
     CHECK(closest_names("llama-2-14b", models).front() == "llama-2-13b");
     CHECK(closest_names("qwen2.5", models).size() == 3);
     CHECK(closest_names("qwen2.5", models).front().rfind("qwen2.5-", 0) == 0);
+    // Another TPU generation: the TPU presets (same family prefix).
+    CHECK(closest_names("tpu-v5p", gpus) == std::vector<std::string>{"tpu-v3", "tpu-v4"});
     // Nothing close: no suggestion rather than a random one.
-    CHECK(closest_names("tpu-v5p", gpus).empty());
+    CHECK(closest_names("trainium2", gpus).empty());
 }
 
 TEST_CASE("--gpu a100 suggests the A100 presets", "[suggest][cli]") {

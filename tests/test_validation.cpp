@@ -270,3 +270,37 @@ TEST_CASE("validate --json: every counted case in exactly one stack group; left-
     for (const auto& g : j["by_regime"])
         if (g["name"] == "context-parallel") CHECK(g["throughput"]["count"].get<int>() >= 1);
 }
+
+TEST_CASE("figures read and not counted: the list parses, is reported apart, and no id is also a case", "[validation][cli]") {
+    // A broken entry is rejected at file:line with the key.
+    const std::string one = "[[case]]\nid = \"x\"\nsource = \"a paper\"\nsource_locator = \"Table 2\"\nmetric = \"tflops_per_gpu\"\n"
+                            "value = 153.0\nunit = \"TFLOP/s\"\nlacks = \"the parallel layout\"\n";
+    auto ok = load_unusable_cases({one, "unusable.toml", "u"});
+    REQUIRE(ok);
+    REQUIRE(ok->size() == 1);
+    CHECK(ok->front().lacks == "the parallel layout");
+    CHECK(ok->front().value == 153.0);
+    auto bad = load_unusable_cases({one + "lack = \"typo\"\n", "unusable.toml", "u"});
+    REQUIRE(!bad);
+    CHECK(bad.error().diagnostics.front().to_string() ==
+          "unusable.toml:9:8: error: unknown key \"lack\" in [[case]] (did you mean \"lacks\"?)");
+    auto twice = load_unusable_cases({one + one, "unusable.toml", "u"});
+    CHECK(!twice);
+    // The shipped list: each id names a figure that is not also a counted case,
+    // and validate reports the count on its own line, not among the left out.
+    std::string why;
+    auto src = tp_test::presets().read_file(std::string(TRAINPLAN_SOURCE_DIR) + "/validation/unusable.toml", why);
+    REQUIRE(src);
+    auto shipped = load_unusable_cases(*src);
+    REQUIRE(shipped);
+    std::set<std::string> case_ids;
+    for (const auto& r : report().rows) case_ids.insert(r.id);
+    for (const auto& u : *shipped) {
+        CAPTURE(u.id);
+        CHECK(!case_ids.count(u.id));
+        CHECK(!u.lacks.empty());
+    }
+    const tp_test::CliResult r = tp_test::cli({"validate", "--json", "--presets", TRAINPLAN_SOURCE_DIR});
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["read_not_counted"]["count"].get<size_t>() == shipped->size());
+}

@@ -134,6 +134,7 @@ constexpr EnumEntry kLinkKind[] = {
     {TP_E(LinkKind, RoCE), "roce", "", "RDMA over Converged Ethernet"},
     {TP_E(LinkKind, Ethernet), "ethernet", "", "TCP over Ethernet"},
     {TP_E(LinkKind, InfinityFabric), "infinity_fabric", "", "AMD Infinity Fabric"},
+    {TP_E(LinkKind, ICI), "ici", "", "Google TPU inter-chip interconnect (torus)"},
 };
 #undef TP_E
 

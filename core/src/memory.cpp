@@ -99,6 +99,15 @@ int layers_on_stage(std::int64_t layers, int pp, int stage) {
     return static_cast<int>(base + (stage >= pp - extra ? 1 : 0));
 }
 
+int layers_on_stage(std::int64_t layers, const ParallelLayout& lay, int stage) {
+    if (!lay.split_counts_embedding && !lay.split_counts_loss) return layers_on_stage(layers, lay.pp, stage);
+    const std::int64_t units = lay.split_units(layers);
+    std::int64_t n = units / lay.pp;  // the rules require pp (x vp) to divide the units
+    if (stage == 0 && lay.split_counts_embedding) --n;
+    if (stage == lay.pp - 1 && lay.split_counts_loss) --n;
+    return static_cast<int>(std::max<std::int64_t>(0, n));
+}
+
 std::int64_t lora_params_per_layer(const ModelSpec& m, const LoraConfig& l) {
     const std::int64_t r = l.rank, h = m.hidden;
     std::int64_t p = 0;
@@ -247,7 +256,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
 
     StageMemory st;
     st.stage = i;
-    st.layers = layers_on_stage(m.num_layers, lay.pp, i);
+    st.layers = layers_on_stage(m.num_layers, lay, i);
     const bool first = i == 0, last = i == lay.pp - 1;
     MemoryBreakdown& mem = st.mem;
     stage_states(c, stage_params(g, c.plan, st.layers, first, last), mem);

@@ -120,6 +120,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     p.roce_ = ld("roce");
     p.eth_ = ld("ethernet");
     p.if_ = ld("infinityfabric");
+    p.ici_ = ld("ici");
 
     const toml::table& inter = r.table("inter_node");
     p.inter_fallback_ = r.string(inter, "inter_node", "fallback");
@@ -197,6 +198,7 @@ const LinkDefaults& Policy::link(LinkKind k, bool p2p) const {
         case LinkKind::RoCE: return roce_;
         case LinkKind::Ethernet: return eth_;
         case LinkKind::InfinityFabric: return if_;
+        case LinkKind::ICI: return ici_;
     }
     return eth_;
 }

@@ -27,6 +27,7 @@ constexpr RuleInfo kInfo[] = {
     {"vp-needs-interleaved", "vp", S::Schedule, "vp > 1 without the interleaved schedule"},
     {"interleaved-needs-pp", "schedule", S::Schedule, "interleaved schedule with pp < 2"},
     {"interleaved-divides-layers", "vp", S::Schedule, "layers do not split into pp x vp chunks"},
+    {"pipeline-split-divides", "pp", S::Schedule, "layers + counted embedding / loss do not split over pp"},
     {"ep-needs-moe", "ep", S::Experts, "ep > 1 on a dense model"},
     {"ep-divides-experts", "ep", S::Experts, "ep does not divide the experts"},
     {"ep-divides-dp", "ep", S::Experts, "ep does not divide dp"},
@@ -127,7 +128,7 @@ const Check kStructural[] = {
          return "tp = " + num(s.setup.layout.tp) + " exceeds gpus_per_node = " + num(s.cluster.gpus_per_node) +
                 " (tensor parallelism across nodes)";
      }},
-    {Rule::PpVpWithinLayers, "pp", [](T(s)) { return s.model.num_layers < chunks(s.setup.layout); },
+    {Rule::PpVpWithinLayers, "pp", [](T(s)) { return s.setup.layout.split_units(s.model.num_layers) < chunks(s.setup.layout); },
      [](T(s)) { return "pp x vp = " + num(chunks(s.setup.layout)) + " exceeds num_layers = " + num(s.model.num_layers); }},
     {Rule::VpNeedsInterleaved, "vp", [](T(s)) { return s.setup.layout.vp > 1 && s.setup.layout.schedule != Schedule::Interleaved; },
      [](T(s)) { return "vp = " + num(s.setup.layout.vp) + " needs the interleaved schedule (schedule = \"interleaved\")"; }},
@@ -137,11 +138,26 @@ const Check kStructural[] = {
     {Rule::InterleavedDividesLayers, "vp",
      [](T(s)) {
          const ParallelLayout& p = s.setup.layout;
-         return p.schedule == Schedule::Interleaved && p.pp >= 2 && s.model.num_layers % chunks(p) != 0;
+         return p.schedule == Schedule::Interleaved && p.pp >= 2 && p.split_units(s.model.num_layers) % chunks(p) != 0;
      },
      [](T(s)) {
-         return "num_layers = " + num(s.model.num_layers) + " must be divisible by pp x vp = " + num(chunks(s.setup.layout)) +
-                " for the interleaved schedule";
+         const ParallelLayout& p = s.setup.layout;
+         const std::string counted = p.split_units(s.model.num_layers) == s.model.num_layers
+                                         ? "num_layers = " + num(s.model.num_layers)
+                                         : "num_layers + counted embedding / loss = " + num(p.split_units(s.model.num_layers));
+         return counted + " must be divisible by pp x vp = " + num(chunks(p)) + " for the interleaved schedule";
+     }},
+    // Megatron-Core get_num_layers_to_build asserts "num_layers should be
+    // divisible by pipeline_model_parallel_size" after adding the counted units.
+    {Rule::PipelineSplitDivides, "pp",
+     [](T(s)) {
+         const ParallelLayout& p = s.setup.layout;
+         return (p.split_counts_embedding || p.split_counts_loss) && p.pp >= 2 && p.split_units(s.model.num_layers) % p.pp != 0;
+     },
+     [](T(s)) {
+         return "num_layers + counted embedding / loss = " + num(s.setup.layout.split_units(s.model.num_layers)) +
+                " must be divisible by pp = " + num(s.setup.layout.pp) +
+                " (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split)";
      }},
     {Rule::EpNeedsMoe, "ep", [](T(s)) { return s.setup.layout.ep > 1 && !s.model.is_moe(); },
      [](T(s)) { return "ep = " + num(s.setup.layout.ep) + " needs a mixture-of-experts model; " + s.model.name + " is dense"; }},

@@ -367,6 +367,14 @@ std::vector<Field> make_fields() {
                                               "Reduce gradients bucket by bucket during backward (default on: PyTorch DDP, Megatron "
                                               "--overlap-grad-reduce); off: after the last backward",
                                               TP_AT(setup.overlap_grad_reduce)));
+    f.push_back(row<&In::split_counts_embedding>(
+        "parallel", "account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split", "Embedding counts as a layer",
+        boolean(), "Count the embedding as one layer when splitting layers over pipeline stages (Megatron-Core flag of the same name)",
+        TP_AT(setup.layout.split_counts_embedding)));
+    f.push_back(row<&In::split_counts_loss>(
+        "parallel", "account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split", "Loss counts as a layer", boolean(),
+        "Count the output layer and loss as one layer when splitting layers over pipeline stages (Megatron-Core flag of the same name)",
+        TP_AT(setup.layout.split_counts_loss)));
     f.push_back(row<&In::schedule>("parallel", "schedule", "--schedule", "Schedule", choice<Schedule>(),
                                    "Pipeline schedule (default 1f1b; interleaved when vp > 1)", TP_AT(setup.layout.schedule)));
     f.back().contextual_default = true;

@@ -103,13 +103,15 @@ struct TimeContext {
     double clock = 1;        // sustained clock fraction
     double micro_batches = 1;
     double tokens_mb = 0;    // tokens of one micro-batch
-    int max_layers = 0;      // layers on the critical (last) stage
+    int max_layers = 0;      // layers on the critical stage (the last, unless the split counts the embedding / loss)
     StageParams crit;        // parameters per GPU on the critical stage
     BytesPerParam bpp;
     // What every op's time reads, looked up once per evaluation.
     double act_bytes = 2;    // activation_bytes_per_elem(precision)
     double sq = 0;           // sequence length
     bool sp = false;         // sequence parallelism in effect (tp > 1)
+    bool crit_first = false; // the critical stage runs the embedding side (first stage)
+    bool crit_last = true;   // the critical stage runs the head and loss (last stage)
     // Set per op by site_times: this GEMM is the first to read its input tensor
     // (fp8: the input's cast_transpose runs once however many GEMMs read it).
     mutable bool fp8_first_reader = false;
@@ -278,8 +280,8 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     const TrainingSetup& t = c.s.setup;
     const SiteTimes st = site_times(c);
     const PassTimes& lt = st.site[static_cast<int>(Site::Layer)];
-    const PassTimes& head = st.site[static_cast<int>(Site::Last)];
-    const PassTimes emb = t.layout.pp == 1 ? st.site[static_cast<int>(Site::First)] : PassTimes{};
+    const PassTimes head = c.crit_last ? st.site[static_cast<int>(Site::Last)] : PassTimes{};
+    const PassTimes emb = c.crit_first ? st.site[static_cast<int>(Site::First)] : PassTimes{};
     const double L = c.max_layers;
     stage_fwd = L * lt.fwd + head.fwd + emb.fwd;
     stage_bwd = L * lt.bwd + head.bwd + emb.bwd;
@@ -680,7 +682,27 @@ TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {
     // of the cp ranks seq_len / cp of every sequence (its queries); attention
     // still runs each query against the whole sequence's keys (c.sq).
     c.tokens_mb = static_cast<double>(t.seq_len * t.micro_batch) / lay.cp;
-    c.max_layers = layers_on_stage(s.model.num_layers, lay.pp, lay.pp - 1);
+    // The stage with the most work sets the pipeline's pace. By default the last
+    // stage: it holds the most layers (remainders go last) and the head, which
+    // outweighs the embedding lookup. When the split counts the embedding / loss
+    // as layers (Megatron-Core), the first and last stages give up a layer each;
+    // the stage with the longest forward + backward is then found from the times.
+    c.max_layers = layers_on_stage(s.model.num_layers, lay, lay.pp - 1);
+    c.crit_first = lay.pp == 1;
+    c.crit_last = true;
+    if (lay.pp > 1 && (lay.split_counts_embedding || lay.split_counts_loss)) {
+        const SiteTimes st = site_times(c);
+        const PassTimes& lt = st.site[static_cast<int>(Site::Layer)];
+        const PassTimes& first = st.site[static_cast<int>(Site::First)];
+        const PassTimes& last = st.site[static_cast<int>(Site::Last)];
+        double most = -1;
+        for (int i : {0, 1, lay.pp - 1}) {  // stages 1 .. pp-2 hold the same layers
+            const bool f = i == 0, l = i == lay.pp - 1;
+            const int n = layers_on_stage(s.model.num_layers, lay, i);
+            const double work = n * (lt.fwd + lt.bwd) + (f ? first.fwd + first.bwd : 0.0) + (l ? last.fwd + last.bwd : 0.0);
+            if (work > most) most = work, c.max_layers = n, c.crit_first = f, c.crit_last = l;
+        }
+    }
     // The critical stage's parameters: its layers plus the embedding side (first
     // stage) or the head side (last stage), whichever holds more; both on one stage.
     const StageParams a = stage_params(g, c.plan, c.max_layers, true, lay.pp == 1);

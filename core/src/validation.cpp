@@ -458,6 +458,39 @@ Result<std::vector<ValidationCase>> load_validation_cases(const std::vector<Text
     return out;
 }
 
+Result<std::vector<UnusableCase>> load_unusable_cases(const TextSource& f) {
+    toml::table doc;
+    if (auto err = detail::parse_document(f.text, f.filename, doc)) return Error(*err);
+    std::vector<Diagnostic> errs;
+    std::vector<UnusableCase> out;
+    std::set<std::string> seen;
+    for (const auto& [k, node] : doc) {
+        if (k.str() != "case" || !node.is_array_of_tables()) {
+            errs.push_back({f.filename, static_cast<int>(node.source().begin.line), 1, std::string(k.str()),
+                            "unknown key \"" + std::string(k.str()) + "\": the list holds [[case]] tables only"});
+            continue;
+        }
+        for (const auto& e : *node.as_array()) {
+            const toml::table& t = *e.as_table();
+            detail::TomlReader r(t, f.filename, "[[case]]", errs);
+            UnusableCase u;
+            u.id = r.string("id", true).value_or("");
+            u.source = r.string("source", true).value_or("");
+            u.source_locator = r.string("source_locator", true).value_or("");
+            u.metric = r.string("metric", true).value_or("");
+            u.unit = r.string("unit", true).value_or("");
+            u.value = r.number("value", 0, 1e300, true).value_or(0);
+            u.lacks = r.string("lacks", true).value_or("");
+            u.notes = r.string("notes", false).value_or("");
+            r.finish();
+            if (!u.id.empty() && !seen.insert(u.id).second) r.error("id", "id = \"" + u.id + "\" is listed twice");
+            out.push_back(std::move(u));
+        }
+    }
+    if (!errs.empty()) return Error(errs);
+    return out;
+}
+
 Result<std::vector<PublishedRun>> published_runs(const std::vector<TextSource>& files, PresetLookup& lookup) {
     auto cases = load_validation_cases(files);
     if (!cases) return cases.error();

@@ -38,7 +38,7 @@ struct GpuSpec {
     [[nodiscard]] bool has_bf16_tensor_cores() const { return bf16_flops > 0 || fp16_flops <= 0; }
 };
 
-enum class LinkKind { PCIe, NVLink, NVSwitch, InfiniBand, RoCE, Ethernet, InfinityFabric };
+enum class LinkKind { PCIe, NVLink, NVSwitch, InfiniBand, RoCE, Ethernet, InfinityFabric, ICI };
 [[nodiscard]] const char* to_string(LinkKind k);
 
 struct LinkSpec {

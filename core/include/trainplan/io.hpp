@@ -78,6 +78,7 @@ struct ScenarioInput {
     std::optional<std::int64_t> seq_len, micro_batch, grad_accum, global_batch;
     std::optional<int> tp, pp, dp, ep, vp, cp;
     std::optional<bool> sequence_parallel;
+    std::optional<bool> split_counts_embedding, split_counts_loss;
     std::optional<Schedule> schedule;
     std::optional<double> framework_overhead_gib, fragmentation;
     std::optional<double> host_ram_gib;

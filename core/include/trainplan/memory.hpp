@@ -94,6 +94,12 @@ struct MemoryEstimate {
 // Layers held by pipeline stage i (remainders go to the last stages, which keep
 // fewer micro-batches in flight).
 [[nodiscard]] int layers_on_stage(std::int64_t layers, int pp, int stage);
+// The same under the layout's split: with split_counts_embedding /
+// split_counts_loss (Megatron-Core megatron/core/transformer/transformer_block.py
+// get_num_layers_to_build) the L + e + l units split evenly over the pp stages
+// (the rules require pp x vp to divide them) and the first stage builds e, the
+// last l, transformer layers fewer. Without them, layers_on_stage above.
+[[nodiscard]] int layers_on_stage(std::int64_t layers, const ParallelLayout& lay, int stage);
 
 // Trainable parameters of LoRA adapters in one layer (before TP), counted from
 // the shapes: the cross-check of the step graph's adapter weights (as

@@ -93,7 +93,7 @@ private:
     struct Attn { double flash1 = 0, flash2 = 0, flash3 = 0; };
     std::vector<std::pair<std::string, Attn>> attention_;
     std::string fallback_arch_;
-    LinkDefaults nvlink_, nvswitch_, pcie_p2p_, pcie_no_p2p_, ib_, roce_, eth_, if_;
+    LinkDefaults nvlink_, nvswitch_, pcie_p2p_, pcie_no_p2p_, ib_, roce_, eth_, if_, ici_;
     double pcie5_ = 0, pcie4_ = 0, pcie3_ = 0;
     std::vector<std::pair<std::string, std::string>> inter_node_;
     std::string inter_fallback_, inter_consumer_;

@@ -26,6 +26,7 @@ enum class Rule : int {
     TpWithinNode,            // search policy only (RuleOptions::tp_within_node)
     PpVpWithinLayers,        // pp x vp <= num_layers
     VpNeedsInterleaved, InterleavedNeedsPp, InterleavedDividesLayers,
+    PipelineSplitDivides,    // with the embedding / loss counted, pp divides L + e + l (Megatron-Core)
     EpNeedsMoe, EpDividesExperts, EpDividesDp,
     // batch
     GlobalBatchDivides,      // the global batch asked for splits over micro-batch x dp

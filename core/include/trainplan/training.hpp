@@ -121,6 +121,17 @@ struct ParallelLayout {
     // Context parallelism: each sequence split over `cp` ranks (Megatron-Core
     // --context-parallel-size; ring attention exchanges K/V between them).
     int cp = 1;
+    // Megatron-Core --account-for-embedding-in-pipeline-split /
+    // --account-for-loss-in-pipeline-split: the embedding (loss) counts as one
+    // layer when the layers are split over the stages, so the first (last)
+    // stage holds one transformer layer fewer (layers_on_stage).
+    bool split_counts_embedding = false;
+    bool split_counts_loss = false;
+    // Layers the split distributes: the transformer layers plus the counted
+    // embedding and loss (Megatron-Core get_num_layers_to_build).
+    [[nodiscard]] std::int64_t split_units(std::int64_t layers) const {
+        return layers + (split_counts_embedding ? 1 : 0) + (split_counts_loss ? 1 : 0);
+    }
     [[nodiscard]] int model_parallel() const { return tp * pp * cp; }
     [[nodiscard]] int world() const { return tp * pp * cp * dp; }
 };

@@ -72,6 +72,23 @@ struct ValidationCase {
 // keys, unknown metrics, conventions, stacks and regimes with file:line.
 [[nodiscard]] Result<std::vector<ValidationCase>> load_validation_cases(const std::vector<TextSource>& case_files);
 
+// A published figure that was read and is not counted: its source does not give
+// the exact configuration a case needs (validation/README.md, "Read and not
+// counted"). Kept in validation/unusable.toml so validate reports them on a line
+// of their own instead of counting them as left-out cases.
+struct UnusableCase {
+    std::string id;
+    std::string source, source_locator;
+    std::string metric, unit;
+    double value = 0;
+    std::string lacks;  // what the source does not give (short, grouped in validate's output)
+    std::string notes;
+};
+
+// Parses the list ([[case]] tables: id, source, source_locator, metric, value,
+// unit, lacks, notes); unknown or missing keys are reported with file:line.
+[[nodiscard]] Result<std::vector<UnusableCase>> load_unusable_cases(const TextSource& file);
+
 // The accepted spellings (for messages and the README).
 [[nodiscard]] const std::vector<std::string>& validation_stacks();
 [[nodiscard]] const std::vector<std::string>& validation_regimes();
