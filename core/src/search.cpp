@@ -224,13 +224,18 @@ struct TopK {
 // So one evaluation per shape at its fastest leaf values gives a floor valid
 // for every configuration under it: compute + bubble + TP + PP + EP ("shape
 // bound": compute floor + bubble floor + model-parallel traffic floor).
-// Leaf dimensions are listed fastest first: recompute none < selective < full
-// adds recompute FLOPs >= 0 to compute (and so to the bubble, per micro-batch)
-// and full recompute repeats the TP all-reduce, while nothing on the DP side
-// reads recompute; tp_comm_overlap on multiplies TP traffic by
+// Leaf dimensions are listed fastest first: recompute none adds no recompute
+// FLOPs (every other variant adds >= 0 to compute, and so to the bubble, per
+// micro-batch; full recompute also repeats the TP all-reduce), while nothing
+// on the DP side reads recompute; activation offload off adds no exposed copy
+// (on adds max(0, copy - compute) >= 0 per micro-batch to offload_s and reads
+// nothing else, time.cpp); tp_comm_overlap on multiplies TP traffic by
 // tp_comm_exposed_fraction <= 1 (defaults.toml) and hides parameter gathers
-// (max(0, ag - fwd) <= ag). Hence the step at the first leaf values is a floor
-// for every leaf of a (shape, setup) node ("node bound").
+// (max(0, ag - fwd) <= ag). Hence the step at the first leaf values, with
+// activation offload off even where the space holds it on, is a floor for
+// every leaf of a (shape, setup) node ("node bound"). (The data stall makes
+// the step max(step without it, loader time): non-decreasing, so floors stay
+// floors.)
 // Shapes are visited in order of their bound; the search stops at the first
 // shape whose bound exceeds the k-th best layout found so far, and skips a node
 // whose bound does.
@@ -271,6 +276,15 @@ struct TopK {
 // Only strict inequalities prune, and ties go to the lower enumeration index,
 // so every configuration of the true top-k is evaluated, whatever order the
 // threads reach it in: the answer equals brute force for any thread count.
+// Threads: the shape bounds are split statically (one evaluation each, even
+// cost); the branch and bound hands shapes out in bound order from one atomic
+// counter (tens of thousands of small subtrees: no thread waits for another's
+// large one), and the incumbent (the k-th best layout's step) is one atomic
+// every thread reads before opening a shape or a node. A thread that reads a
+// stale (higher) incumbent only does more work; pruning is on strict
+// inequality against a value that is always some real configuration's step,
+// so what is pruned cannot be in the top k. Each thread keeps its counters
+// in its own slot (padded to a cache line) and allocates nothing per leaf.
 
 PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t top_n, RankBy rank, unsigned threads,
                         std::int64_t global_batch) {
@@ -506,7 +520,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         if (worker != 0 || !space.progress || shapes.empty()) return;
         if (!space.progress(static_cast<double>(done.load()) / static_cast<double>(shapes.size()))) cancel = true;
     };
-    struct Counters {
+    struct alignas(64) Counters {  // one cache line apart: no false sharing between workers
         std::int64_t mem = 0, time = 0, bound = 0, pruned = 0, feasible = 0, oom = 0;
         std::int64_t visited = 0;  // configurations under the shapes a worker opened
         std::vector<Leaf> points;  // pareto candidates
@@ -593,6 +607,9 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         run_workers([&](unsigned wk) {
             Scenario s = base;
             Counters& C = counters[wk];
+            std::vector<int> fitted;  // variants of the current node that fit
+            std::vector<double> fitted_room;  // their headroom
+            std::vector<double> first;  // node bound's step per overlap_grad_reduce value
             for (size_t pos; !cancel && (pos = next++) < order.size();) {
                 const size_t i = order[pos];
                 const std::vector<Variant>& vars = var_lists[static_cast<size_t>(shapes[i].variants)];
@@ -606,8 +623,6 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                 }
                 C.visited += leaves;
                 apply_shape(s, shapes[i]);
-                std::vector<int> fitted;  // variants of this node that fit
-                std::vector<double> first;  // node bound's step per overlap_grad_reduce value
                 for (size_t k = 0; k < valid_combos[i].size(); ++k) {
                     const int j = valid_combos[i][k];
                     apply_setup(s, combos[static_cast<size_t>(j)]);
@@ -628,6 +643,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                     if (!space.pareto && node_lb > top.threshold.load()) { C.pruned += V * G * D; continue; }
                     C.pruned += V * G * (D - 1);  // dominated DP-side values (not both on)
                     fitted.clear();
+                    fitted_room.clear();
                     for (std::int64_t r = 0; r < V; ++r) {
                         const Variant& x = vars[static_cast<size_t>(r)];
                         if (!space.pareto &&
@@ -641,6 +657,17 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                         ++C.mem;
                         if (!fits(mb)) { C.oom += G; continue; }
                         C.feasible += G;
+                        if (space.pareto) {
+                            // Off the front and out of the top: an earlier variant of
+                            // this node, proven no slower at each overlap_grad_reduce
+                            // value, fits with at least this headroom (it precedes
+                            // this one in the front's order: faster, or as fast with
+                            // as much room and a lower index).
+                            bool covered = false;
+                            for (size_t q = 0; q < fitted.size() && !covered; ++q)
+                                covered = fitted_room[q] >= mb.headroom() && no_slower(vars[static_cast<size_t>(fitted[q])], x);
+                            if (covered) continue;
+                        }
                         for (std::int64_t g = 0; g < G; ++g) {
                             double step = first[static_cast<size_t>(g)];
                             if (r > 0 || x.act_offload) {
@@ -654,6 +681,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                             if (space.pareto) C.points.push_back(l);
                         }
                         fitted.push_back(static_cast<int>(r));
+                        fitted_room.push_back(mb.headroom());
                     }
                 }
                 ++done;
