@@ -582,11 +582,18 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
     } else {
         // ---- shape bounds (one evaluation per shape, static split: deterministic).
         std::vector<double> shape_lb(shapes.size());
+        // Visiting order: by bound, then by index (a total order, so the order
+        // is the same for any thread count). Each worker sorts its own range;
+        // the sorted ranges are merged after.
+        std::vector<size_t> order(shapes.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        auto by_bound = [&](size_t a, size_t b) { return shape_lb[a] != shape_lb[b] ? shape_lb[a] < shape_lb[b] : a < b; };
+        auto range_of = [&](unsigned wk) { return std::pair{shapes.size() * wk / nthreads, shapes.size() * (wk + 1) / nthreads}; };
         SetupCombo relaxed_setup{};
         for (size_t d = 0; d < kSetupDims; ++d) relaxed_setup[d] = kSetupAxes[d].values(base, space).front();
         run_workers([&](unsigned wk) {
             Scenario s = base;
-            const size_t lo = shapes.size() * wk / nthreads, hi = shapes.size() * (wk + 1) / nthreads;
+            const auto [lo, hi] = range_of(wk);
             apply_setup(s, relaxed_setup);
             apply_dp(s, dps.front());
             s.setup.overlap_grad_reduce = ogrs.front();
@@ -597,10 +604,12 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                 shape_lb[i] = tb.compute_s + tb.bubble_s + tb.tp_comm_s + tb.pp_comm_s + tb.ep_comm_s;
             }
             counters[wk].bound += static_cast<std::int64_t>(hi - lo);
+            std::sort(order.begin() + static_cast<std::ptrdiff_t>(lo), order.begin() + static_cast<std::ptrdiff_t>(hi), by_bound);
         });
-        std::vector<size_t> order(shapes.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return shape_lb[a] != shape_lb[b] ? shape_lb[a] < shape_lb[b] : a < b; });
+        for (unsigned wk = 1; wk < nthreads; ++wk) {
+            const auto [lo, hi] = range_of(wk);
+            std::inplace_merge(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(lo), order.begin() + static_cast<std::ptrdiff_t>(hi), by_bound);
+        }
 
         // ---- branch and bound over shapes in bound order.
         std::atomic<size_t> next{0};
