@@ -2,12 +2,15 @@
 // (global batch 1536, sequence 2048; Megatron-LM Table 1's batch), with one and
 // two threads; then the same space by brute force (every configuration
 // evaluated) to show the answers agree and what the bounds save.
-//   trainplan_bench_search [reps] [source dir with models/ and hardware/]
+//   trainplan_bench_search [reps] [source dir with models/ and hardware/] [brute]
+// Brute force runs only when the third argument is "brute": the space now holds
+// tens of millions of configurations (minutes of evaluation).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "trainplan/app/presets.hpp"
 #include "trainplan/io.hpp"
@@ -28,40 +31,75 @@ int main(int argc, char** argv) {
     if (!s) { std::fprintf(stderr, "%s\n", s.error().message().c_str()); return 2; }
     const std::int64_t gb = 1536;
     double best_step = 0;
-    double per_thread[3] = {0, 0, 0}, cpu_wall[3] = {0, 0, 0};
-    // Wall time (best of reps) and, load-independent, serial CPU + the busiest
-    // worker's CPU (best of reps): the wall time with a free core per thread.
+    // Runs alternate 1 thread, 2 threads, 1, 2, ... so that a change in the
+    // machine's load (other builds share the cores) hits both alike. Reported:
+    // wall time, min and median of the reps; the load-independent CPU critical
+    // path (serial CPU + the busiest worker's CPU, min of the reps: the wall
+    // time with a free core per thread); and whether the answer (every listed
+    // configuration, in order) is the same for both thread counts.
     auto cpu_critical = [](const PlanResult& r) {
         double mx = 0;
         for (double c : r.thread_cpu_s) mx = std::max(mx, c);
         return r.serial_cpu_s + mx;
     };
-    for (unsigned threads : {1u, 2u}) {
-        PlanResult r;
-        double best = 1e300, crit = 1e300;
-        for (int i = 0; i < reps; ++i) {
-            const auto t0 = Clock::now();
-            r = plan_layouts(*s, SearchSpace{}, 10, RankBy::Throughput, threads, gb);
-            best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-            crit = std::min(crit, cpu_critical(r));
+    auto load = [] {
+        double l = -1;
+        if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+            if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+            std::fclose(f);
         }
-        per_thread[threads] = best;
-        cpu_wall[threads] = crit;
+        return l;
+    };
+    auto answer = [](const PlanResult& r) {
+        std::string a;
+        for (const auto& c : r.top) {
+            const TrainingSetup& t = c.scenario.setup;
+            const ParallelLayout& l = t.layout;
+            char buf[256];
+            std::snprintf(buf, sizeof buf, "%d/%d/%d/%d/%d/%d/%s/%lld/%d/%s/%s/%s/%s/%d/%d/%d/%d/%d/%.17g;", l.tp, l.pp, l.dp, l.vp, l.ep, l.cp,
+                          to_string(l.schedule), static_cast<long long>(t.micro_batch), t.zero_stage, to_string(t.fsdp), to_string(t.recompute),
+                          to_string(t.recompute_method), to_string(t.optimizer_offload), t.recompute_layers, t.activation_offload,
+                          t.grad_reduce_bf16, t.overlap_grad_reduce, t.tp_comm_overlap, c.time.time.step_s);
+            a += buf;
+        }
+        return a;
+    };
+    std::vector<double> walls[3];
+    double crit[3] = {1e300, 1e300, 1e300};
+    PlanResult last[3];
+    const double load0 = load();
+    for (int i = 0; i < reps; ++i)
+        for (unsigned threads : {1u, 2u}) {
+            const auto t0 = Clock::now();
+            last[threads] = plan_layouts(*s, SearchSpace{}, 10, RankBy::Throughput, threads, gb);
+            walls[threads].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+            crit[threads] = std::min(crit[threads], cpu_critical(last[threads]));
+        }
+    const double load1 = load();
+    double wmin[3] = {0, 0, 0};
+    for (unsigned threads : {1u, 2u}) {
+        const PlanResult& r = last[threads];
+        std::vector<double> w = walls[threads];
+        std::sort(w.begin(), w.end());
+        wmin[threads] = w.front();
         std::printf("  (last run: serial part %.4f s CPU; workers", r.serial_cpu_s);
         for (double c : r.thread_cpu_s) std::printf(" %.4f", c);
         std::printf(" s CPU)\n");
         best_step = r.top.empty() ? 0 : r.top.front().time.time.step_s;
         const auto& l = r.top.front().scenario.setup;
-        std::printf("exact search, %u thread%s: space %lld configurations, best of %d runs %.3f s; %lld memory + %lld time + %lld bound "
-                    "evaluations, %lld pruned; best step %.4f s (tp%d pp%d dp%d v%d mb%lld zero%d %s%s)\n",
-                    threads, threads > 1 ? "s" : "", static_cast<long long>(r.evaluated), reps, best,
+        std::printf("exact search, %u thread%s: space %lld configurations, %d runs: wall min %.3f s, median %.3f s; CPU critical path %.4f s; "
+                    "%lld memory + %lld time + %lld bound evaluations, %lld pruned; best step %.4f s (tp%d pp%d dp%d cp%d v%d mb%lld zero%d %s%s)\n",
+                    threads, threads > 1 ? "s" : "", static_cast<long long>(r.evaluated), reps, w.front(), w[w.size() / 2], crit[threads],
                     static_cast<long long>(r.memory_evaluations), static_cast<long long>(r.time_evaluations),
                     static_cast<long long>(r.bound_evaluations), static_cast<long long>(r.pruned), best_step, l.layout.tp, l.layout.pp,
-                    l.layout.dp, l.layout.vp, static_cast<long long>(l.micro_batch), l.zero_stage, to_string(l.recompute),
+                    l.layout.dp, l.layout.cp, l.layout.vp, static_cast<long long>(l.micro_batch), l.zero_stage, to_string(l.recompute),
                     l.tp_comm_overlap ? " overlap" : "");
     }
-    std::printf("exact search speed-up, 2 threads over 1: wall %.2fx (machine load included), CPU critical path %.4f s -> %.4f s = %.2fx\n",
-                per_thread[1] / per_thread[2], cpu_wall[1], cpu_wall[2], cpu_wall[1] / cpu_wall[2]);
+    std::printf("exact search speed-up, 2 threads over 1: wall (min of %d) %.2fx, CPU critical path %.4f s -> %.4f s = %.2fx; "
+                "load average %.2f before, %.2f after; top 10 identical for 1 and 2 threads: %s\n",
+                reps, wmin[1] / wmin[2], crit[1], crit[2], crit[1] / crit[2], load0, load1,
+                answer(last[1]) == answer(last[2]) ? "yes" : "NO");
+    if (argc <= 3 || std::string(argv[3]) != "brute") return 0;
     SearchSpace brute;
     brute.exhaustive = true;
     double brute_crit[3] = {0, 0, 0};

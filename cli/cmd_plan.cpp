@@ -46,8 +46,10 @@ std::string layout_text(const Scenario& s) {
     if (p.schedule == Schedule::GPipe) l += " gpipe";
     if (p.sequence_parallel) l += " sp";
     if (p.ep > 1) l += fmt::format(" ep{}", p.ep);
+    if (p.cp > 1) l += fmt::format(" cp{}", p.cp);
     // Searched settings that change the step but have no column of their own.
     if (s.setup.tp_comm_overlap) l += " ovl";
+    if (s.setup.activation_offload) l += " act>host";
     if (s.setup.fsdp == FsdpStrategy::HybridShard) l += " hsdp";
     if (s.setup.param_offload != Offload::None) l += fmt::format(" params>{}", to_string(s.setup.param_offload));
     return l;
@@ -85,11 +87,18 @@ double usd_per_token(const PlanCandidate& c) {
     return s.run.rent_usd_per_gpu_hour * s.cluster.num_gpus / 3600.0 / c.time.throughput.tokens_per_s;
 }
 
+// Recompute with full recompute's method and layer count (uniform N: N
+// layers per checkpoint group; block n: the first n layers of each stage).
+std::string recompute_text(const TrainingSetup& t) {
+    if (t.recompute != Recompute::Full || t.recompute_layers <= 0) return to_string(t.recompute);
+    return fmt::format("full/{}{}", to_string(t.recompute_method), t.recompute_layers);
+}
+
 std::string setup_text(const TrainingSetup& t) {
     // (overlap, hybrid sharding and parameter offload are in layout_text)
     std::string x = fmt::format("zero{}", t.zero_stage);
     if (t.optimizer_offload != Offload::None) x += fmt::format(" opt>{}", to_string(t.optimizer_offload));
-    if (t.recompute != Recompute::None) x += fmt::format(" recompute {}", to_string(t.recompute));
+    if (t.recompute != Recompute::None) x += fmt::format(" recompute {}", recompute_text(t));
     return x;
 }
 
@@ -284,15 +293,15 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     out << fmt::format("\nBest layouts by {} (best configuration of each layout); memory per GPU in GB (10^9 B) against a "
                        "capacity of {} per GPU:\n",
                        rank == RankBy::Cost ? "cost to train" : "throughput", gb(r.top.front().memory.capacity));
-    out << fmt::format("{:>3}  {:<26} {:>9} {:>4} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "zero",
+    out << fmt::format("{:>3}  {:<34} {:>9} {:>4} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "zero",
                        "recompute", "offl", "tokens/s", "MFU", "step", "mem/GPU", "time split compute/comm/bubble");
     int i = 1;
     for (const auto& c : r.top) {
         const TrainingSetup& t = c.scenario.setup;
         const TimeBreakdown& tb = c.time.time;
-        out << fmt::format("{:>3}  {:<26} {:>9} {:>4} {:>10} {:>6} {:>12.0f} {:>5.1f}% {:>8.3f}s  {:>11}  {:.0f}/{:.0f}/{:.0f} %\n", i++,
+        out << fmt::format("{:>3}  {:<34} {:>9} {:>4} {:>10} {:>6} {:>12.0f} {:>5.1f}% {:>8.3f}s  {:>11}  {:.0f}/{:.0f}/{:.0f} %\n", i++,
                            layout_text(c.scenario), fmt::format("{}x{}", t.micro_batch, t.grad_accum), t.zero_stage,
-                           to_string(t.recompute), to_string(t.optimizer_offload), c.time.throughput.tokens_per_s,
+                           recompute_text(t), to_string(t.optimizer_offload), c.time.throughput.tokens_per_s,
                            100 * c.time.throughput.mfu, tb.step_s, gb(c.memory.total), 100 * tb.compute_s / tb.step_s,
                            100 * tb.communication_s / tb.step_s, 100 * tb.bubble_s / tb.step_s);
     }

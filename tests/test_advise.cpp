@@ -38,6 +38,11 @@ json simulate_remedy(const json& rem) {
     // Fields the layout search varies since issue 14 (TP/parameter-gather overlap, FSDP strategy, parameter offload).
     a.insert(a.end(), {"--tp-comm-overlap", p["tp_comm_overlap"].get<bool>() ? "on" : "off", "--fsdp", t["fsdp"].get<std::string>(),
                        "--offload-params", t["param_offload"].get<std::string>()});
+    // ...and context parallelism, the recompute variant, activation offload and the gradient-reduce values.
+    auto onoff = [](const json& v) { return std::string(v.get<bool>() ? "on" : "off"); };
+    a.insert(a.end(), {"--cp", str(p["cp"]), "--recompute-method", t["recompute_method"].get<std::string>(), "--recompute-layers",
+                       str(t["recompute_layers"]), "--activation-offload", onoff(t["activation_offload"]), "--grad-reduce-bf16",
+                       onoff(p["grad_reduce_bf16"]), "--overlap-grad-reduce", onoff(p["overlap_grad_reduce"])});
     if (run["loader_workers"].get<int>() > 0)
         a.insert(a.end(), {"--loader-workers", str(run["loader_workers"]), "--worker-samples-per-s", str(run["worker_samples_per_s"])});
     if (run["storage_bytes_per_s"].get<double>() > 0) a.insert(a.end(), {"--storage-gb-s", std::to_string(run["storage_bytes_per_s"].get<double>() / 1e9)});

@@ -56,6 +56,12 @@ TEST_CASE("size: Llama-3-8B, 1T tokens, 30 days -- every candidate's numbers agr
         // Searched since issue 14: parameter offload, FSDP strategy, TP / parameter-gather overlap.
         full.insert(full.end(), {"--offload-params", l["param_offload"].get<std::string>(), "--fsdp", l["fsdp"].get<std::string>(),
                                  "--tp-comm-overlap", l["tp_comm_overlap"].get<bool>() ? "on" : "off"});
+        // ...and context parallelism, the recompute variant, activation offload and the gradient-reduce values.
+        auto onoff = [&](const char* k) { return std::string(l[k].get<bool>() ? "on" : "off"); };
+        full.insert(full.end(), {"--cp", std::to_string(l["cp"].get<int>()), "--recompute-method", l["recompute_method"].get<std::string>(),
+                                 "--recompute-layers", std::to_string(l["recompute_layers"].get<int>()), "--activation-offload",
+                                 onoff("activation_offload"), "--grad-reduce-bf16", onoff("grad_reduce_bf16"), "--overlap-grad-reduce",
+                                 onoff("overlap_grad_reduce")});
         // The node preset the sizing used for this GPU, if any, gives the links.
         if (c["gpu"] == "rtx-4090") full.insert(full.end(), {"--node", "8x-rtx-4090", "--inter-node", "eth-100g"});
         if (c["gpu"] == "h100-sxm") full.insert(full.end(), {"--node", "dgx-h100"});

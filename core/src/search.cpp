@@ -12,7 +12,9 @@
 #include <tuple>
 
 #include "trainplan/enums.hpp"
+#include "trainplan/memory.hpp"
 #include "trainplan/moves.hpp"
+#include "trainplan/opgraph.hpp"
 
 namespace trainplan {
 
@@ -21,23 +23,55 @@ namespace {
 // ---------------------------------------------------------------------------
 // The space. Three levels, each generated from the enum tables and the rule
 // table (rules.hpp), each rule checked as soon as its stage is set:
-//   shape    tp x pp x schedule/vp x ep x sp x micro-batch: the step's work,
-//            layout and pipeline (what compute, bubble, TP/PP/EP traffic read)
+//   shape    tp x cp x pp x schedule/vp x ep x sp x micro-batch: the step's
+//            work, layout and pipeline (what compute, bubble, TP/CP/PP/EP
+//            traffic read)
 //   setup    zero stage x FSDP strategy x optimizer offload x parameter offload
 //            (what only memory, DP traffic, the optimizer and offload read)
-//   leaf     recompute x tp_comm_overlap, both in time order: the first value
-//            of each list is the fastest (see the bound argument below).
+//   leaf     variant (recompute x recompute_method/layers x activation
+//            offload) x DP-side values (grad_reduce_bf16 x overlap_grad_reduce
+//            x tp_comm_overlap), in time order: the first value of each list
+//            is the fastest (see the bound argument below).
 // A new dimension joins a level by its row in kSetupAxes (setup) or a loop in
-// enumerate_shapes (shape): context parallelism is a shape dimension (it
-// changes the work per GPU), a new recompute or offload variant is a new row of
-// its enum table and joins by itself.
+// the shape enumeration (shape); a new recompute or offload variant is a new
+// row of its enum table and joins by itself.
 
 struct Shape {
-    int tp, pp, dp, vp, ep;
+    int tp, pp, dp, vp, ep, cp;
     bool sp;
     Schedule schedule;
     std::int64_t mb, ga;
+    int variants;  // index into the recompute/offload variant lists (one per deepest stage)
 };
+
+// A leaf of the memory-relevant kind: recompute variant x activation offload.
+// `full_layers` is how many layers of the deepest stage full recompute
+// repeats (0 when recompute is not full; `deepest` when every layer is).
+struct Variant {
+    Recompute rec;
+    RecomputeMethod method;
+    int layers;
+    bool act_offload;
+    int full_layers;
+    bool all_layers;
+};
+// The time order argued above plan_layouts: y is proven no slower than x (same
+// shape, setup and DP-side leaf values).
+bool no_slower(const Variant& y, const Variant& x) {
+    if (y.act_offload) return false;  // offload adds a term >= 0; with it on, recompute is not ordered
+    if (y.rec == Recompute::None) return true;
+    if (x.rec == Recompute::Full && x.all_layers) return true;
+    if (y.rec == Recompute::Full && x.rec == Recompute::Full) return y.full_layers <= x.full_layers;
+    return y.rec == x.rec && y.method == x.method && y.layers == x.layers;
+}
+// A linear extension of no_slower: offload off before on, then none, then
+// selective and per-op, then full by the layers it repeats.
+int variant_key(const Variant& v, int deepest) {
+    const int k = v.rec == Recompute::None ? 0 : v.rec != Recompute::Full ? 1 : 2 + (v.all_layers ? deepest : v.full_layers);
+    return (v.act_offload ? 4 + deepest : 0) + k;
+}
+// Dominated DP-side leaf values: grad_reduce_bf16, tp_comm_overlap; all on first.
+using Dp2 = std::array<bool, 2>;
 
 // Setup dimensions: schema key, the values (from the enum table, in table
 // order) and how one is set. FSDP: only HYBRID_SHARD is a model point of its
@@ -107,8 +141,6 @@ std::vector<std::int64_t> divisors64(std::int64_t n, std::int64_t limit) {
     return out;
 }
 
-// FSDP HYBRID_SHARD is ZeRO-3 with the shard inside the node (parse_toml's
-// fsdp/zero consistency): the search keeps that pairing.
 // An FSDP strategy fixes the ZeRO stage (training.hpp): other pairings are not
 // configurations at all (the resolver refuses them), so they are skipped, not rejected.
 bool setup_consistent(const TrainingSetup& t) { return t.zero_stage == fsdp_zero_stage(t.fsdp, t.zero_stage); }
@@ -123,11 +155,22 @@ void apply_shape(Scenario& s, const Shape& h) {
     p.ep = h.ep;
     p.sequence_parallel = h.sp;
     p.schedule = h.schedule;
+    p.cp = h.cp;
     t.micro_batch = h.mb;
     t.grad_accum = h.ga;
 }
 void apply_setup(Scenario& s, const SetupCombo& c) {
     for (size_t i = 0; i < kSetupDims; ++i) kSetupAxes[i].set(s.setup, c[i]);
+}
+void apply_variant(Scenario& s, const Variant& v) {
+    s.setup.recompute = v.rec;
+    s.setup.recompute_method = v.method;
+    s.setup.recompute_layers = v.layers;
+    s.setup.activation_offload = v.act_offload;
+}
+void apply_dp(Scenario& s, const Dp2& d) {
+    s.setup.grad_reduce_bf16 = d[0];
+    s.setup.tp_comm_overlap = d[1];
 }
 
 // Ranking: by step time, then by enumeration index (the tie-break that makes
@@ -135,13 +178,13 @@ void apply_setup(Scenario& s, const SetupCombo& c) {
 struct Leaf {
     std::int64_t index = 0;
     double step = 0, headroom = 0;
-    int shape = 0, combo = 0, rec = 0, ov = 0;
+    int shape = 0, combo = 0, var = 0, ogr = 0, dp = 0;
 };
 bool better(const Leaf& a, const Leaf& b) {
     if (a.step != b.step) return a.step < b.step;
     return a.index < b.index;
 }
-using LayoutKey = std::tuple<int, int, int, int>;  // tp, pp, dp, ep
+using LayoutKey = std::tuple<int, int, int, int, int>;  // tp, pp, dp, ep, cp
 
 // Best configuration per layout and the k best layouts so far, shared by the
 // workers; `threshold` is the k-th best layout's step time (infinity until k
@@ -181,42 +224,67 @@ struct TopK {
 // So one evaluation per shape at its fastest leaf values gives a floor valid
 // for every configuration under it: compute + bubble + TP + PP + EP ("shape
 // bound": compute floor + bubble floor + model-parallel traffic floor).
-// Leaf dimensions are listed fastest first: recompute none < selective < full
-// adds recompute FLOPs >= 0 to compute (and so to the bubble, per micro-batch)
-// and full recompute repeats the TP all-reduce, while nothing on the DP side
-// reads recompute; tp_comm_overlap on multiplies TP traffic by
+// Leaf dimensions are listed fastest first: recompute none adds no recompute
+// FLOPs (every other variant adds >= 0 to compute, and so to the bubble, per
+// micro-batch; full recompute also repeats the TP all-reduce), while nothing
+// on the DP side reads recompute; activation offload off adds no exposed copy
+// (on adds max(0, copy - compute) >= 0 per micro-batch to offload_s and reads
+// nothing else, time.cpp); tp_comm_overlap on multiplies TP traffic by
 // tp_comm_exposed_fraction <= 1 (defaults.toml) and hides parameter gathers
-// (max(0, ag - fwd) <= ag). Hence the step at the first leaf values is a floor
-// for every leaf of a (shape, setup) node ("node bound").
+// (max(0, ag - fwd) <= ag). Hence the step at the first leaf values, with
+// activation offload off even where the space holds it on, is a floor for
+// every leaf of a (shape, setup) node ("node bound"). (The data stall makes
+// the step max(step without it, loader time): non-decreasing, so floors stay
+// floors.)
 // Shapes are visited in order of their bound; the search stops at the first
 // shape whose bound exceeds the k-th best layout found so far, and skips a node
-// whose bound does. Memory does not read tp_comm_overlap, so overlap off (same
-// memory, never faster, later index) is dominated and never evaluated.
-// Recompute variants form a partial order in time, not a chain: none adds
-// nothing; selective and per-op each repeat a subset of one layer's forward
-// (attention, or every other matmul and the element-wise ops: which is
-// dearer depends on the shape); full repeats all of it and its TP
-// all-reduce. So none <= {selective, per-op} <= full. They are tried in
-// that rank order and a variant is skipped (dominated) once a variant below
-// it in the order fits; the fastest fitting one is the node's best. For the
-// Pareto front every fitting one is timed. (Not with activation offload: see
-// recompute_ordered below.)
+// whose bound does.
+// DP-side leaf values: tp_comm_overlap on (above) and grad_reduce_bf16 on
+// (reduces min(grad bytes, 2) per gradient instead of grad bytes, time.cpp,
+// and the exposed reduce is non-decreasing in its size; keeps a 2-byte
+// instead of a 4-byte gradient buffer where Megatron keeps fp32 main grads,
+// memory.cpp, the same elsewhere) are never slower and never use more memory
+// than off: the other values are dominated (for the Pareto front too: no more
+// headroom, no faster, later index) and never evaluated.
+// overlap_grad_reduce is NOT ordered by the model: on exposes max(0, rs -
+// backward) + the last bucket, off the whole reduce rs, and the first can
+// exceed the second when the backward is shorter than the last bucket
+// (time.cpp). Memory does not read it, so each fitting variant is timed with
+// both values and the node bound is the smaller of the two.
+// None of these is read by compute, bubble or TP/PP/EP traffic except
+// tp_comm_overlap, whose "on" is the one the shape bound uses.
+// Recompute variants form a partial order in time (no_slower), not a chain:
+// none adds nothing; selective and per-op each repeat a subset of one layer's
+// forward (attention, or every other matmul and the element-wise ops: which
+// is dearer depends on the shape); full repeats the forward and TP all-reduce
+// of the layers recompute_method/layers picks (opgraph.cpp recompute_layers):
+// uniform N recomputes every layer of the stage (N only sets the checkpoint
+// group: memory, not time), block n the first n, so fewer layers is faster
+// and stores more. Hence none <= {selective, per-op} <= full-every-layer and
+// none <= block n <= block n' <= full-every-layer for n <= n'; selective,
+// per-op and block n are not ordered among themselves. Activation offload
+// only adds the exposed copy (offload term >= 0, compute untouched): a
+// variant with it off is no slower than the same recompute with it on; with
+// it on recompute is not ordered (recompute shrinks what is copied), so an
+// offloaded variant dominates nothing. Variants are tried in a linear
+// extension of that order (variant_key) and one is skipped once an earlier
+// variant proven no slower fits; the fastest fitting one is the node's best.
+// For the Pareto front every fitting variant is timed.
+// Context parallelism is a shape dimension: it changes the tokens per GPU
+// and adds the ring exchange (cp terms); the shape bound omits the exposed
+// ring exchange (>= 0), so it stays a floor.
 // Only strict inequalities prune, and ties go to the lower enumeration index,
 // so every configuration of the true top-k is evaluated, whatever order the
 // threads reach it in: the answer equals brute force for any thread count.
-
-namespace {
-// A recompute variant's place in the time order argued above.
-int recompute_rank(Recompute r) {
-    switch (r) {
-        case Recompute::None: return 0;
-        case Recompute::Selective:
-        case Recompute::PerOp: return 1;
-        case Recompute::Full: return 2;
-    }
-    return 2;
-}
-}  // namespace
+// Threads: the shape bounds are split statically (one evaluation each, even
+// cost); the branch and bound hands shapes out in bound order from one atomic
+// counter (tens of thousands of small subtrees: no thread waits for another's
+// large one), and the incumbent (the k-th best layout's step) is one atomic
+// every thread reads before opening a shape or a node. A thread that reads a
+// stale (higher) incumbent only does more work; pruning is on strict
+// inequality against a value that is always some real configuration's step,
+// so what is pruned cannot be in the top k. Each thread keeps its counters
+// in its own slot (padded to a cache line) and allocates nothing per leaf.
 
 PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t top_n, RankBy rank, unsigned threads,
                         std::int64_t global_batch) {
@@ -241,23 +309,73 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
             }
         combos = std::move(next);
     }
-    // Leaf lists in time order (fastest first): recompute by its rank in the
-    // partial order above (stable within a rank); overlap on before off.
-    std::vector<Recompute> recs{base.setup.recompute};
-    if (space.vary_recompute) {
-        recs.clear();
-        for (int v : all_of<Recompute>()) recs.push_back(static_cast<Recompute>(v));
-        std::stable_sort(recs.begin(), recs.end(), [](Recompute a, Recompute b) { return recompute_rank(a) < recompute_rank(b); });
-    }
-    // Activation offload copies what each variant stores over PCIe: keeping
-    // more (none) can then be slower than recomputing (per-op, full), so the
-    // order above holds only without it. With it on, every fitting variant is
-    // timed and the node bound (the step at `none`) is not used; the shape
-    // bound stays valid (recompute only adds compute).
-    const bool recompute_ordered = !base.setup.activation_offload;
-    std::vector<bool> ovs{base.setup.tp_comm_overlap};
-    if (space.vary_overlap) ovs = {true, false};
-    const std::int64_t R = static_cast<std::int64_t>(recs.size()), O = static_cast<std::int64_t>(ovs.size());
+    // Leaf lists in time order (fastest first). Recompute x activation offload:
+    // one list per deepest-stage layer count (full recompute's layer choices
+    // depend on it), in variant_key's order (a linear extension of no_slower).
+    std::vector<std::vector<Variant>> var_lists;
+    std::map<int, int> var_list_of;  // deepest stage's layers -> index into var_lists
+    auto variants_for = [&](int deepest) {
+        auto it = var_list_of.find(deepest);
+        if (it != var_list_of.end()) return it->second;
+        std::vector<Variant> v;
+        auto full = [&](RecomputeMethod meth, int layers, bool off) {
+            TrainingSetup t;
+            t.recompute = Recompute::Full;
+            t.recompute_method = meth;
+            t.recompute_layers = layers;
+            const int rc = recompute_layers(t, deepest).recomputed;
+            v.push_back({Recompute::Full, meth, layers, off, rc, meth == RecomputeMethod::Uniform});
+        };
+        const std::vector<bool> offs = space.vary_activation_offload ? std::vector<bool>{false, true} : std::vector<bool>{base.setup.activation_offload};
+        for (bool off : offs) {
+            if (!space.vary_recompute) {
+                if (base.setup.recompute == Recompute::Full) full(base.setup.recompute_method, base.setup.recompute_layers, off);
+                else v.push_back({base.setup.recompute, base.setup.recompute_method, base.setup.recompute_layers, off, 0, false});
+                continue;
+            }
+            for (int rv : all_of<Recompute>()) {
+                const auto r = static_cast<Recompute>(rv);
+                if (r != Recompute::Full) {
+                    v.push_back({r, base.setup.recompute_method, base.setup.recompute_layers, off, 0, false});
+                    continue;
+                }
+                // Uniform N (every layer recomputed, N per checkpoint group) for N
+                // = 1..deepest; block n (the first n layers) for n = 1..deepest - 1
+                // (block over every layer is uniform N = 1: the same point).
+                // every-k is block ceil(layers / k) in the model (opgraph.cpp
+                // recompute_layers: the same checkpointed, stored and recomputed
+                // counts), so it would count points twice.
+                for (int nl = 1; nl <= std::max(1, deepest); ++nl) full(RecomputeMethod::Uniform, nl, off);
+                for (int nl = 1; nl < deepest; ++nl) full(RecomputeMethod::Block, nl, off);
+            }
+        }
+        std::stable_sort(v.begin(), v.end(), [&](const Variant& a, const Variant& b) { return variant_key(a, deepest) < variant_key(b, deepest); });
+        var_lists.push_back(std::move(v));
+        var_list_of[deepest] = static_cast<int>(var_lists.size() - 1);
+        return static_cast<int>(var_lists.size() - 1);
+    };
+    std::vector<Dp2> dps{Dp2{base.setup.grad_reduce_bf16, base.setup.tp_comm_overlap}};
+    auto vary_dp = [&](size_t k) {
+        std::vector<Dp2> next;
+        for (const Dp2& d : dps)
+            for (bool b : {true, false}) {
+                Dp2 x = d;
+                x[k] = b;
+                next.push_back(x);
+            }
+        dps = std::move(next);
+    };
+    if (space.vary_grad_reduce) vary_dp(0);
+    if (space.vary_overlap) vary_dp(1);
+    // Lexicographic with true first: dps.front() is both on.
+    std::stable_sort(dps.begin(), dps.end(), [](const Dp2& a, const Dp2& b) { return a > b; });
+    const std::int64_t D = static_cast<std::int64_t>(dps.size());
+    // overlap_grad_reduce is not ordered in time by the model (on adds the
+    // unhidden last bucket, off the whole reduce; either can be larger) and
+    // memory does not read it: every fitting variant is timed with each value.
+    std::vector<bool> ogrs{base.setup.overlap_grad_reduce};
+    if (space.vary_grad_reduce) ogrs = {true, false};
+    const std::int64_t G = static_cast<std::int64_t>(ogrs.size());
     const std::int64_t J = static_cast<std::int64_t>(combos.size());
 
     // ---- enumerate shapes; count the valid setups of each.
@@ -278,11 +396,13 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         std::vector<int> ok;  // indices into combos
         RuleCounts rejected{};
     };
-    using LayoutCacheKey = std::array<int, 6>;  // tp, pp, dp, ep, vp, schedule
+    using LayoutCacheKey = std::array<int, 7>;  // tp, pp, dp, ep, vp, schedule, cp
     std::map<LayoutCacheKey, SetupCheck> combos_by_pp;
     std::int64_t space_size = 0;
+    std::vector<std::int64_t> shape_offset;  // leaf index of each shape's first configuration
     wl.vp = 1;
     wl.ep = 1;
+    wl.cp = 1;
     wl.schedule = Schedule::OneF1B;
     const std::vector<int> tps = space.vary_tp ? divisors(n) : std::vector<int>{base.setup.layout.tp};
     const std::vector<std::int64_t> mb_universe =
@@ -291,13 +411,23 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         if (tp < 1 || n % tp) continue;
         wl.tp = tp;
         wl.pp = 1;
+        wl.cp = 1;
         wl.dp = n / tp;
         if (broken(RuleStage::TensorParallel)) continue;
-        const std::vector<int> pps = space.vary_pp ? divisors(n / tp) : std::vector<int>{base.setup.layout.pp};
+        // Context parallelism: its rules are TensorParallel-stage rules; with
+        // cp = 1 they hold, so a cp > 1 that breaks one is counted once here.
+        const std::vector<int> cps = space.vary_cp ? divisors(n / tp) : std::vector<int>{base.setup.layout.cp};
+        for (int cp : cps) {
+        if (cp < 1 || (n / tp) % cp) continue;
+        wl.cp = cp;
+        wl.pp = 1;
+        wl.dp = n / (tp * cp);
+        if (cp != 1 && broken(RuleStage::TensorParallel)) continue;
+        const std::vector<int> pps = space.vary_pp ? divisors(n / (tp * cp)) : std::vector<int>{base.setup.layout.pp};
         for (int pp : pps) {
-            if (pp < 1 || (n / tp) % pp) continue;
+            if (pp < 1 || (n / (tp * cp)) % pp) continue;
             wl.pp = pp;
-            wl.dp = n / (tp * pp);
+            wl.dp = n / (tp * pp * cp);
             wl.vp = 1;
             wl.schedule = Schedule::OneF1B;
             if (broken(RuleStage::Pipeline) || broken(RuleStage::Schedule)) continue;
@@ -337,7 +467,11 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                             // Setup rules read the layout (ZeRO >= 2 with pipelining)
                             // and the setup, not the micro-batch or SP: decided once
                             // per layout, counted per shape.
-                            const LayoutCacheKey ck{tp, pp, dp, ep, v, static_cast<int>(sched)};
+                            const LayoutCacheKey ck{tp, pp, dp, ep, v, static_cast<int>(sched), cp};
+                            int deepest = 0;
+                            for (int st = 0; st < pp; ++st) deepest = std::max(deepest, layers_on_stage(m.num_layers, pp, st));
+                            const int vl = variants_for(deepest);
+                            const std::int64_t leaves_per_setup = static_cast<std::int64_t>(var_lists[static_cast<size_t>(vl)].size()) * G * D;
                             auto it = combos_by_pp.find(ck);
                             if (it == combos_by_pp.end()) {
                                 SetupCheck sc;
@@ -345,7 +479,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                                 for (std::int64_t j = 0; j < J; ++j) {
                                     apply_setup(w, combos[static_cast<size_t>(j)]);
                                     if (!setup_consistent(wt)) continue;
-                                    if (broken(RuleStage::Setup, R * O)) continue;
+                                    if (broken(RuleStage::Setup, leaves_per_setup)) continue;
                                     sc.ok.push_back(static_cast<int>(j));
                                 }
                                 for (size_t r = 0; r < kRuleCount; ++r) sc.rejected[r] = res.rejected[r] - before[r];
@@ -355,12 +489,14 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                             for (size_t r = 0; r < kRuleCount; ++r) res.rejected[r] += it->second.rejected[r];
                             const std::vector<int>& ok = it->second.ok;
                             if (ok.empty()) continue;
-                            shapes.push_back({tp, pp, dp, v, ep, sp, sched, mb, gb / (mb * dp)});
+                            shapes.push_back({tp, pp, dp, v, ep, cp, sp, sched, mb, gb / (mb * dp), vl});
                             valid_combos.push_back(ok);
-                            space_size += static_cast<std::int64_t>(ok.size()) * R * O;
+                            shape_offset.push_back(space_size);
+                            space_size += static_cast<std::int64_t>(ok.size()) * leaves_per_setup;
                         }
                 }
             }
+        }
         }
     }
     res.evaluated = space_size;
@@ -368,8 +504,12 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
     const LayerGraph graph = build_layer_graph(m, base.setup);
     const double headroom_needed = std::max(0.0, space.min_headroom_bytes);
     auto fits = [&](const MemoryBreakdown& b) { return b.total + headroom_needed <= b.capacity && b.host_fits(); };
-    auto leaf_index = [&](size_t shape, std::int64_t j, std::int64_t r, std::int64_t o) {
-        return ((static_cast<std::int64_t>(shape) * J + j) * R + r) * O + o;
+    // A configuration's place in the enumeration (shape, its k-th valid setup,
+    // variant, overlap_grad_reduce, dominated DP-side values): the tie-break
+    // shared with brute force.
+    auto leaf_index = [&](size_t shape, std::int64_t k, std::int64_t v, std::int64_t g, std::int64_t d) {
+        const std::int64_t V = static_cast<std::int64_t>(var_lists[static_cast<size_t>(shapes[shape].variants)].size());
+        return shape_offset[shape] + ((k * V + v) * G + g) * D + d;
     };
     unsigned nthreads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
     nthreads = static_cast<unsigned>(std::min<size_t>(nthreads, std::max<size_t>(1, shapes.size() / 8)));
@@ -380,7 +520,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         if (worker != 0 || !space.progress || shapes.empty()) return;
         if (!space.progress(static_cast<double>(done.load()) / static_cast<double>(shapes.size()))) cancel = true;
     };
-    struct Counters {
+    struct alignas(64) Counters {  // one cache line apart: no false sharing between workers
         std::int64_t mem = 0, time = 0, bound = 0, pruned = 0, feasible = 0, oom = 0;
         std::int64_t visited = 0;  // configurations under the shapes a worker opened
         std::vector<Leaf> points;  // pareto candidates
@@ -402,7 +542,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
     };
 
     TopK top{top_n};
-    auto layout_of = [&](const Shape& h) { return LayoutKey{h.tp, h.pp, h.dp, h.ep}; };
+    auto layout_of = [&](const Shape& h) { return LayoutKey{h.tp, h.pp, h.dp, h.ep, h.cp}; };
 
     if (space.exhaustive) {
         // ---- brute force: every configuration, memory then time.
@@ -412,19 +552,25 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
             Counters& C = counters[wk];
             for (size_t i; !cancel && (i = next++) < shapes.size();) {
                 apply_shape(s, shapes[i]);
-                for (int j : valid_combos[i]) {
+                const std::vector<Variant>& vars = var_lists[static_cast<size_t>(shapes[i].variants)];
+                const std::int64_t V = static_cast<std::int64_t>(vars.size());
+                for (size_t k = 0; k < valid_combos[i].size(); ++k) {
+                    const int j = valid_combos[i][k];
                     apply_setup(s, combos[static_cast<size_t>(j)]);
-                    for (std::int64_t r = 0; r < R; ++r)
-                        for (std::int64_t o = 0; o < O; ++o) {
-                            s.setup.recompute = recs[static_cast<size_t>(r)];
-                            s.setup.tp_comm_overlap = ovs[static_cast<size_t>(o)];
+                    for (std::int64_t r = 0; r < V; ++r)
+                        for (std::int64_t g = 0; g < G; ++g)
+                        for (std::int64_t o = 0; o < D; ++o) {
+                            apply_variant(s, vars[static_cast<size_t>(r)]);
+                            s.setup.overlap_grad_reduce = ogrs[static_cast<size_t>(g)];
+                            apply_dp(s, dps[static_cast<size_t>(o)]);
                             const MemoryBreakdown mb = estimate_memory(s, graph).peak();
                             ++C.mem;
                             if (!fits(mb)) { ++C.oom; continue; }
                             ++C.feasible;
                             const TimeEstimate te = estimate_time(s, graph);
                             ++C.time;
-                            Leaf l{leaf_index(i, j, r, o), te.time.step_s, mb.headroom(), static_cast<int>(i), j, static_cast<int>(r), static_cast<int>(o)};
+                            Leaf l{leaf_index(i, static_cast<std::int64_t>(k), r, g, o), te.time.step_s, mb.headroom(), static_cast<int>(i), j,
+                                   static_cast<int>(r), static_cast<int>(g), static_cast<int>(o)};
                             top.offer(layout_of(shapes[i]), l);
                             if (space.pareto) C.points.push_back(l);
                         }
@@ -436,33 +582,48 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
     } else {
         // ---- shape bounds (one evaluation per shape, static split: deterministic).
         std::vector<double> shape_lb(shapes.size());
+        // Visiting order: by bound, then by index (a total order, so the order
+        // is the same for any thread count). Each worker sorts its own range;
+        // the sorted ranges are merged after.
+        std::vector<size_t> order(shapes.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        auto by_bound = [&](size_t a, size_t b) { return shape_lb[a] != shape_lb[b] ? shape_lb[a] < shape_lb[b] : a < b; };
+        auto range_of = [&](unsigned wk) { return std::pair{shapes.size() * wk / nthreads, shapes.size() * (wk + 1) / nthreads}; };
         SetupCombo relaxed_setup{};
         for (size_t d = 0; d < kSetupDims; ++d) relaxed_setup[d] = kSetupAxes[d].values(base, space).front();
         run_workers([&](unsigned wk) {
             Scenario s = base;
-            const size_t lo = shapes.size() * wk / nthreads, hi = shapes.size() * (wk + 1) / nthreads;
+            const auto [lo, hi] = range_of(wk);
             apply_setup(s, relaxed_setup);
-            s.setup.recompute = recs.front();
-            s.setup.tp_comm_overlap = ovs.front();
+            apply_dp(s, dps.front());
+            s.setup.overlap_grad_reduce = ogrs.front();
             for (size_t i = lo; i < hi; ++i) {
                 apply_shape(s, shapes[i]);
+                apply_variant(s, var_lists[static_cast<size_t>(shapes[i].variants)].front());
                 const TimeBreakdown tb = estimate_time(s, graph).time;
                 shape_lb[i] = tb.compute_s + tb.bubble_s + tb.tp_comm_s + tb.pp_comm_s + tb.ep_comm_s;
             }
             counters[wk].bound += static_cast<std::int64_t>(hi - lo);
+            std::sort(order.begin() + static_cast<std::ptrdiff_t>(lo), order.begin() + static_cast<std::ptrdiff_t>(hi), by_bound);
         });
-        std::vector<size_t> order(shapes.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return shape_lb[a] != shape_lb[b] ? shape_lb[a] < shape_lb[b] : a < b; });
+        for (unsigned wk = 1; wk < nthreads; ++wk) {
+            const auto [lo, hi] = range_of(wk);
+            std::inplace_merge(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(lo), order.begin() + static_cast<std::ptrdiff_t>(hi), by_bound);
+        }
 
         // ---- branch and bound over shapes in bound order.
         std::atomic<size_t> next{0};
         run_workers([&](unsigned wk) {
             Scenario s = base;
             Counters& C = counters[wk];
+            std::vector<int> fitted;  // variants of the current node that fit
+            std::vector<double> fitted_room;  // their headroom
+            std::vector<double> first;  // node bound's step per overlap_grad_reduce value
             for (size_t pos; !cancel && (pos = next++) < order.size();) {
                 const size_t i = order[pos];
-                const std::int64_t leaves = static_cast<std::int64_t>(valid_combos[i].size()) * R * O;
+                const std::vector<Variant>& vars = var_lists[static_cast<size_t>(shapes[i].variants)];
+                const std::int64_t V = static_cast<std::int64_t>(vars.size());
+                const std::int64_t leaves = static_cast<std::int64_t>(valid_combos[i].size()) * V * G * D;
                 if (!space.pareto && shape_lb[i] > top.threshold.load()) {
                     // Sorted: every later shape is bounded out too (counted below).
                     next = order.size();
@@ -471,35 +632,65 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                 }
                 C.visited += leaves;
                 apply_shape(s, shapes[i]);
-                for (int j : valid_combos[i]) {
+                for (size_t k = 0; k < valid_combos[i].size(); ++k) {
+                    const int j = valid_combos[i][k];
                     apply_setup(s, combos[static_cast<size_t>(j)]);
-                    s.setup.tp_comm_overlap = ovs.front();
-                    // Node bound: the fastest leaf values.
-                    s.setup.recompute = recs.front();
-                    const TimeEstimate first = estimate_time(s, graph);
-                    ++C.bound;
-                    if (!space.pareto && recompute_ordered && first.time.step_s > top.threshold.load()) { C.pruned += R * O; continue; }
-                    C.pruned += R * (O - 1);  // overlap off: dominated
-                    int fitted_rank = -1;  // the lowest rank that fits so far
-                    for (std::int64_t r = 0; r < R; ++r) {
-                        s.setup.recompute = recs[static_cast<size_t>(r)];
-                        if (!space.pareto && recompute_ordered && fitted_rank >= 0 && recompute_rank(s.setup.recompute) > fitted_rank) {
-                            ++C.pruned;  // a faster variant below it in the order fits: dominated
+                    apply_dp(s, dps.front());
+                    // Node bound: the fastest variant with activation offload off
+                    // (a floor even where the space fixes offload on: offload only
+                    // adds its exposed copy), the faster overlap_grad_reduce.
+                    Variant floor_var = vars.front();
+                    floor_var.act_offload = false;
+                    apply_variant(s, floor_var);
+                    first.clear();
+                    for (bool ogr : ogrs) {
+                        s.setup.overlap_grad_reduce = ogr;
+                        first.push_back(estimate_time(s, graph).time.step_s);
+                        ++C.bound;
+                    }
+                    const double node_lb = *std::min_element(first.begin(), first.end());
+                    if (!space.pareto && node_lb > top.threshold.load()) { C.pruned += V * G * D; continue; }
+                    C.pruned += V * G * (D - 1);  // dominated DP-side values (not both on)
+                    fitted.clear();
+                    fitted_room.clear();
+                    for (std::int64_t r = 0; r < V; ++r) {
+                        const Variant& x = vars[static_cast<size_t>(r)];
+                        if (!space.pareto &&
+                            std::any_of(fitted.begin(), fitted.end(), [&](int y) { return no_slower(vars[static_cast<size_t>(y)], x); })) {
+                            C.pruned += G;  // a variant proven no slower, earlier, fits: dominated
                             continue;
                         }
+                        apply_variant(s, x);
+                        s.setup.overlap_grad_reduce = ogrs.front();  // memory does not read it
                         const MemoryBreakdown mb = estimate_memory(s, graph).peak();
                         ++C.mem;
-                        if (!fits(mb)) { ++C.oom; continue; }
-                        ++C.feasible;
-                        double step = first.time.step_s;
-                        if (r > 0) {
-                            step = estimate_time(s, graph).time.step_s;
-                            ++C.time;
+                        if (!fits(mb)) { C.oom += G; continue; }
+                        C.feasible += G;
+                        if (space.pareto) {
+                            // Off the front and out of the top: an earlier variant of
+                            // this node, proven no slower at each overlap_grad_reduce
+                            // value, fits with at least this headroom (it precedes
+                            // this one in the front's order: faster, or as fast with
+                            // as much room and a lower index).
+                            bool covered = false;
+                            for (size_t q = 0; q < fitted.size() && !covered; ++q)
+                                covered = fitted_room[q] >= mb.headroom() && no_slower(vars[static_cast<size_t>(fitted[q])], x);
+                            if (covered) continue;
                         }
-                        Leaf l{leaf_index(i, j, r, 0), step, mb.headroom(), static_cast<int>(i), j, static_cast<int>(r), 0};
-                        top.offer(layout_of(shapes[i]), l);
-                        if (fitted_rank < 0) fitted_rank = recompute_rank(s.setup.recompute);
-                        if (space.pareto) C.points.push_back(l);
+                        for (std::int64_t g = 0; g < G; ++g) {
+                            double step = first[static_cast<size_t>(g)];
+                            if (r > 0 || x.act_offload) {
+                                s.setup.overlap_grad_reduce = ogrs[static_cast<size_t>(g)];
+                                step = estimate_time(s, graph).time.step_s;
+                                ++C.time;
+                            }
+                            Leaf l{leaf_index(i, static_cast<std::int64_t>(k), r, g, 0), step, mb.headroom(), static_cast<int>(i), j,
+                                   static_cast<int>(r), static_cast<int>(g), 0};
+                            top.offer(layout_of(shapes[i]), l);
+                            if (space.pareto) C.points.push_back(l);
+                        }
+                        fitted.push_back(static_cast<int>(r));
+                        fitted_room.push_back(mb.headroom());
                     }
                 }
                 ++done;
@@ -529,8 +720,9 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
         pc.scenario = base;
         apply_shape(pc.scenario, shapes[static_cast<size_t>(l.shape)]);
         apply_setup(pc.scenario, combos[static_cast<size_t>(l.combo)]);
-        pc.scenario.setup.recompute = recs[static_cast<size_t>(l.rec)];
-        pc.scenario.setup.tp_comm_overlap = ovs[static_cast<size_t>(l.ov)];
+        apply_variant(pc.scenario, var_lists[static_cast<size_t>(shapes[static_cast<size_t>(l.shape)].variants)][static_cast<size_t>(l.var)]);
+        pc.scenario.setup.overlap_grad_reduce = ogrs[static_cast<size_t>(l.ogr)];
+        apply_dp(pc.scenario, dps[static_cast<size_t>(l.dp)]);
         pc.memory = estimate_memory(pc.scenario, graph).peak();
         pc.time = estimate_time(pc.scenario, graph);
         pc.cost_usd = pc.time.cost.rent_cost_usd;

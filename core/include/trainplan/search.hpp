@@ -20,6 +20,10 @@ struct SearchSpace {
     bool vary_tp = true, vary_pp = true, vary_sp = true, vary_ep = true;
     bool vary_micro_batch = true, vary_zero = true, vary_recompute = true, vary_offload = true, vary_schedule = true;
     bool vary_overlap = true;  // tp_comm_overlap (Megatron-Core TP and parameter-gather overlap) on and off
+    bool vary_cp = true;       // context parallelism: every cp dividing gpus / (tp x pp)
+    bool vary_activation_offload = true;  // saved activations to host and back (off, on)
+    // grad_reduce_bf16 and overlap_grad_reduce, each on and off.
+    bool vary_grad_reduce = true;
     // TP beyond one node is a valid layout (NVLink-less TP over the network);
     // true keeps TP inside a node (rule tp-within-node counts what it drops).
     bool tp_within_node = false;
