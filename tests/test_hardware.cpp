@@ -250,3 +250,25 @@ TEST_CASE("offloaded states are checked against the node's RAM, shared by the GP
     CHECK(unknown.code == 0);
     CHECK(unknown.out.find("node RAM not given, not checked") != std::string::npos);
 }
+
+TEST_CASE("TP comm overlap needs peer access inside one node (Transformer Engine userbuffers)", "[hardware][time][overlap]") {
+    // TE's userbuffers map the TP peers' buffers (CUDA multicast or IPC handles):
+    // single-node TP with peer access only (TransformerEngine issue #1071). On a
+    // NVSwitch node the exposed TP time is tp_comm_exposed_fraction (0.25, defaults.toml)
+    // of the plain figure; on GeForce cards without P2P the flag changes nothing and
+    // simulate says so.
+    auto tp_time = [](const std::string& gpu, bool overlap) {
+        Scenario s = scenario("llama-2-7b", gpu, 2, "bf16-mixed", 2);
+        s.setup.tp_comm_overlap = overlap;
+        return estimate_time(s);
+    };
+    const double a100_off = tp_time("a100-sxm-80gb", false).time.tp_comm_s;
+    REQUIRE(a100_off > 0);
+    CHECK(tp_time("a100-sxm-80gb", true).time.tp_comm_s == Approx(0.25 * a100_off));
+    CHECK(tp_time("a100-sxm-80gb", true).warnings.empty());
+    const double geforce_off = tp_time("rtx-4090", false).time.tp_comm_s;
+    const TimeEstimate geforce_on = tp_time("rtx-4090", true);
+    CHECK(geforce_on.time.tp_comm_s == Approx(geforce_off));
+    REQUIRE(geforce_on.warnings.size() == 1);
+    CHECK(geforce_on.warnings[0].message.find("no peer access") != std::string::npos);
+}

@@ -371,6 +371,11 @@ void context_parallel_terms(const TimeContext& c, TimeEstimate& est) {
     est.placement.cp_Bps = link.bus_Bps;
 }
 
+// Whether TE Userbuffers can overlap this TP group's collectives (see below).
+bool tp_overlap_possible(const TimeContext& c) {
+    return c.plan.tp_group.tier != Tier::InterNode && c.s.cluster.intra_node.p2p;
+}
+
 // ---- tensor parallel, expert parallel and pipeline communication.
 void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
     const TrainingSetup& t = c.s.setup;
@@ -406,8 +411,12 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
     }
     tb.tp_comm_s = c.micro_batches * c.max_layers * tp_s;
     // Megatron-Core --tp-comm-overlap: only the first chunk of each split GEMM's
-    // collective stays exposed (data/defaults.toml [overlap]).
-    if (t.tp_comm_overlap) tb.tp_comm_s *= policy().tp_comm_exposed_fraction;
+    // collective stays exposed (data/defaults.toml [overlap]). Its backend,
+    // Transformer Engine's Userbuffers, maps the TP peers' buffers with CUDA
+    // multicast or IPC handles: a TP group inside one node with peer access only
+    // (TransformerEngine issue #1071: "only possible with single-node tensor-
+    // parallelism"; IPC needs P2P). Elsewhere the flag changes nothing for TP.
+    if (t.tp_comm_overlap && tp_overlap_possible(c)) tb.tp_comm_s *= policy().tp_comm_exposed_fraction;
     if (ep_s > 0) {
         tb.ep_comm_s = c.micro_batches * c.max_layers * ep_s;
         pl.ep_link = c.link_id(plan.ep_group.tier);
@@ -712,6 +721,12 @@ TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {
     TimeEstimate est;
     if (c.hw.eff.attention_fallback)
         if (auto w = architecture_warning(s.cluster.gpu)) est.warnings.push_back(*w);
+    if (s.setup.tp_comm_overlap && lay.tp > 1 && !tp_overlap_possible(c))
+        est.warnings.push_back({"", 0, 0, "tp_comm_overlap",
+                                c.plan.tp_group.tier == Tier::InterNode
+                                    ? "tp_comm_overlap does not overlap TP traffic here: the TP group spans nodes, and Transformer Engine's userbuffers need it inside one node"
+                                    : "tp_comm_overlap does not overlap TP traffic here: " + s.cluster.intra_node.name +
+                                          " has no peer access, and Transformer Engine's userbuffers need it (CUDA IPC / multicast)"});
     double stage_fwd = 0, stage_bwd = 0;
     compute_terms(c, est, stage_fwd, stage_bwd);
     model_parallel_terms(c, est);
