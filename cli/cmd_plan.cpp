@@ -39,21 +39,7 @@ void setup_plan(CLI::App& app, PlanOptions& o) {
 
 namespace {
 
-std::string layout_text(const Scenario& s) {
-    const ParallelLayout& p = s.setup.layout;
-    std::string l = fmt::format("tp{} pp{} dp{}", p.tp, p.pp, p.dp);
-    if (p.vp > 1) l += fmt::format(" v{}", p.vp);
-    if (p.schedule == Schedule::GPipe) l += " gpipe";
-    if (p.sequence_parallel) l += " sp";
-    if (p.ep > 1) l += fmt::format(" ep{}", p.ep);
-    if (p.cp > 1) l += fmt::format(" cp{}", p.cp);
-    // Searched settings that change the step but have no column of their own.
-    if (s.setup.tp_comm_overlap) l += " ovl";
-    if (s.setup.activation_offload) l += " act>host";
-    if (s.setup.fsdp == FsdpStrategy::HybridShard) l += " hsdp";
-    if (s.setup.param_offload != Offload::None) l += fmt::format(" params>{}", to_string(s.setup.param_offload));
-    return l;
-}
+using app::layout_text;
 
 // The P10-P90 step-time band of a candidate (intervals.hpp; issue 13), nullopt without the residual table.
 std::optional<RatioBand> time_band(const std::optional<IntervalTable>& table, const Scenario& s) {

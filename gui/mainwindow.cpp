@@ -75,14 +75,7 @@ QString pin_label(const Scenario& s) {
     return QString("%1 / %2 x %3 / %4").arg(QString::fromStdString(s.model.id), QString::number(s.cluster.num_gpus),
                                             QString::fromStdString(s.cluster.gpu.id), layout_text(s));
 }
-QString layout_text(const Scenario& s) {
-    const ParallelLayout& p = s.setup.layout;
-    QString t = QString("tp%1 pp%2 dp%3").arg(p.tp).arg(p.pp).arg(p.dp);
-    if (p.vp > 1) t += QString(" v%1").arg(p.vp);
-    if (p.sequence_parallel) t += " sp";
-    if (p.ep > 1) t += QString(" ep%1").arg(p.ep);
-    return t;
-}
+QString layout_text(const Scenario& s) { return QString::fromStdString(app::layout_text(s)); }
 void set_combo(QComboBox* c, const QString& v) {
     const int i = c->findText(v);
     if (i >= 0) c->setCurrentIndex(i);
@@ -890,6 +883,7 @@ void MainWindow::buildPlan(QWidget* host) {
     plan_table_->setObjectName("planTable");
     plan_table_->setHorizontalHeaderLabels({"GPUs", "layout", "micro x accum", "ZeRO", "recompute", "tokens/s", "MFU", "memory/GPU"});
     plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    plan_table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);  // the layout text carries cp, ovl, act>host
     plan_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     plan_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     v->addWidget(plan_table_, 1);

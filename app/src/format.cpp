@@ -201,4 +201,19 @@ void add_memory_band(nlohmann::json& j, double total_bytes, const RatioBand& ban
     j["intervals"]["memory"] = band_json(band);
 }
 
+std::string layout_text(const Scenario& s) {
+    const ParallelLayout& p = s.setup.layout;
+    std::string l = fmt::format("tp{} pp{} dp{}", p.tp, p.pp, p.dp);
+    if (p.vp > 1) l += fmt::format(" v{}", p.vp);
+    if (p.schedule == Schedule::GPipe) l += " gpipe";
+    if (p.sequence_parallel) l += " sp";
+    if (p.ep > 1) l += fmt::format(" ep{}", p.ep);
+    if (p.cp > 1) l += fmt::format(" cp{}", p.cp);
+    if (s.setup.tp_comm_overlap) l += " ovl";
+    if (s.setup.activation_offload) l += " act>host";
+    if (s.setup.fsdp == FsdpStrategy::HybridShard) l += " hsdp";
+    if (s.setup.param_offload != Offload::None) l += fmt::format(" params>{}", to_string(s.setup.param_offload));
+    return l;
+}
+
 }  // namespace trainplan::app

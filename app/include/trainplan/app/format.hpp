@@ -26,6 +26,9 @@ std::string count(std::int64_t n);  // "6.74 B", "124 M"
 
 // One line describing the scenario's setup.
 std::string describe_setup(const Scenario& s);
+// "tp8 pp2 dp64 v12 sp cp2 ovl act>host": the layout and the searched settings
+// that change the step but have no column of their own (plan's table, the GUI's).
+std::string layout_text(const Scenario& s);
 std::string describe_hardware(const Scenario& s);
 
 nlohmann::json memory_json(const MemoryBreakdown& m);
