@@ -64,11 +64,14 @@ std::string break_even(const SizingOption& o) {
     return fmt::format("{:.0f} %", 100 * o.break_even_utilization);
 }
 std::string layout(const SizingOption& o) {
-    const ParallelLayout& l = o.best.scenario.setup.layout;
     const TrainingSetup& t = o.best.scenario.setup;
-    return fmt::format("tp{} pp{} dp{}{}{}{}, mb {} x {}, ZeRO-{}, {}{}", l.tp, l.pp, l.dp, l.vp > 1 ? fmt::format(" v{}", l.vp) : "",
-                       l.ep > 1 ? fmt::format(" ep{}", l.ep) : "", l.sequence_parallel ? " sp" : "", t.micro_batch, t.grad_accum, t.zero_stage,
-                       t.recompute == Recompute::None ? "no recompute" : std::string(to_string(t.recompute)) + " recompute",
+    return fmt::format("{}, mb {} x {}, ZeRO-{}, {}{}", layout_text(o.best.scenario), t.micro_batch, t.grad_accum, t.zero_stage,
+                       t.recompute == Recompute::None ? "no recompute"
+                       : t.recompute != Recompute::Full || t.recompute_layers <= 0
+                           ? std::string(to_string(t.recompute)) + " recompute"
+                       : t.recompute_method == RecomputeMethod::Block ? fmt::format("full recompute of the first {} layer(s) per stage", t.recompute_layers)
+                       : t.recompute_method == RecomputeMethod::Every ? fmt::format("full recompute of every {}th layer", t.recompute_layers)
+                                                                      : fmt::format("full recompute, {}-layer checkpoints", t.recompute_layers),
                        t.optimizer_offload != Offload::None ? ", optimizer offload to " + std::string(to_string(t.optimizer_offload)) : "");
 }
 // The simulate command that reproduces an option's layout (its flags are the schema's).
