@@ -153,6 +153,10 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
     for (const auto& r : rep.remedies) {
         out << fmt::format("  {}. {:<58} {:>10}  ({} headroom)\n", i++, r.title, gb(r.memory.total), gb(r.memory.headroom()));
         for (const auto& c : r.changes) out << "       " << c << '\n';
+        if (r.memory.cpu > 0)  // offload moves the states to the host: say how much RAM that takes
+            out << fmt::format("       host RAM: {} per GPU{}\n", gb(r.memory.cpu),
+                               r.memory.host_capacity > 0 ? fmt::format(" of the {} each GPU's share of the node allows", gb(r.memory.host_capacity))
+                                                          : std::string(" (not checked: give --host-ram GiB per node)"));
         out << fmt::format("       time per token {:+.0f} % ({}); {}{}\n", 100 * r.slowdown,
                            r.extra_gpus > 0 ? fmt::format("+{} GPUs", r.extra_gpus) : "same GPUs", r.cost,
                            r.changes_result ? " [changes what is trained]" : "");
