@@ -175,7 +175,7 @@ def all_finite(v, path="$"):
 
 
 # Keys whose null means "none" rather than a NaN that nlohmann printed as null.
-NULLABLE = {"recommended", "recommended_mode", "shadows"}
+NULLABLE = {"recommended", "recommended_mode", "shadows", "host_capacity_bytes"}  # host_capacity_bytes: node RAM not given
 ERROR_LINE = re.compile(r"error:")
 LOCATED = re.compile(r"^(\S[^:]*:(\d+:)?(\d+:)? error: |error: .*--[a-z])")
 
