@@ -58,7 +58,7 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
                                gb(m.host_capacity), m.host_fits() ? "" : ": DOES NOT FIT");
         else
             out << fmt::format("  {:<15}{:>12}   host memory per GPU ({} per node; node RAM not given, not checked: --host-ram GiB)\n", "cpu",
-                               gb(m.cpu), gb(m.cpu * std::max(1, std::min(s.cluster.gpus_per_node, s.cluster.num_gpus))));
+                               gb(m.cpu), gb(m.cpu * s.cluster.gpus_on_node()));
     }
     if (m.nvme > 0) out << fmt::format("  {:<15}{:>12}   NVMe per GPU\n", "nvme", gb(m.nvme));
 }

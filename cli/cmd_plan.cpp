@@ -175,7 +175,7 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
             if (t.param_offload != Offload::None) needs.push_back(fmt::format("parameter offload to {}", to_string(t.param_offload)));
             if (t.recompute != Recompute::None) needs.push_back(fmt::format("{} recompute", to_string(t.recompute)));
             // What offload moves off the GPU has to live somewhere a buyer pays for.
-            const double per_node = static_cast<double>(std::min(c.gpus_per_node, c.num_gpus));
+            const double per_node = c.gpus_on_node();
             if (best.memory.cpu > 0) needs.push_back(fmt::format("{} of host memory per node", gb(best.memory.cpu * per_node)));
             if (best.memory.nvme > 0) needs.push_back(fmt::format("{} of NVMe per node", gb(best.memory.nvme * per_node)));
             std::string need_text;

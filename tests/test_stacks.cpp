@@ -14,10 +14,11 @@ using namespace trainplan;
 
 namespace {
 
-StepGraph graph(const std::string& model, Stack st, Precision p = Precision::BF16Mixed) {
+StepGraph graph(const std::string& model, Stack st, Precision p = Precision::BF16Mixed, bool flash = true) {
     TrainingSetup t;
     t.stack = st;
     t.precision = p;
+    t.flash_attention = flash;
     return build_step_graph(tp_test::model(model), t);
 }
 
@@ -295,13 +296,7 @@ TEST_CASE("stacks: transformers' eager attention keeps the fp32 softmax output a
     // and matmul(probs, V) keeps the bf16 cast. A 16-bit softmax keeps one 2 B
     // tensor for both. Llama-2-7B: 32 heads, b = 1, s = 2048, t = 1, no dropout:
     // the fp32 copy adds 4 B x 32 x 2048^2 = 536,870,912 B (0.54 GB) per layer.
-    auto layer = [](Stack st, bool flash) {
-        TrainingSetup t;
-        t.stack = st;
-        t.precision = Precision::BF16Mixed;
-        t.flash_attention = flash;
-        return build_step_graph(tp_test::model("llama-2-7b"), t);
-    };
+    auto layer = [](Stack st, bool flash) { return graph("llama-2-7b", st, Precision::BF16Mixed, flash); };
     const double s = 2048;
     // hf-peft and generic-eager share the norm and SwiGLU conventions (eager
     // RMSNorm fp32 copy, eager SwiGLU): only the softmax's dtype differs.
@@ -328,13 +323,7 @@ TEST_CASE("stacks: eager attention's backward holds the s x s gradients of the p
     // input_dtype). Both exist at once: Llama-2-7B, 32 heads, bf16 (2 B):
     //   transformers (fp32 softmax): (4 + 2) B x 32 x s^2 per sequence;
     //   16-bit softmax:              (2 + 2) B x 32 x s^2.
-    auto g = [](Stack st, bool flash) {
-        TrainingSetup t;
-        t.stack = st;
-        t.precision = Precision::BF16Mixed;
-        t.flash_attention = flash;
-        return build_step_graph(tp_test::model("llama-2-7b"), t);
-    };
+    auto g = [](Stack st, bool flash) { return graph("llama-2-7b", st, Precision::BF16Mixed, flash); };
     const double s = 2048;
     CHECK(g(Stack::HfPeft, false).attn_backward_working.bytes(s, 1, 1, false) == Approx(6.0 * 32 * s * s));
     CHECK(g(Stack::GenericEager, false).attn_backward_working.bytes(s, 1, 1, false) == Approx(4.0 * 32 * s * s));

@@ -400,7 +400,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     mem.cpu = host;
     mem.nvme = nvme;
     const ClusterSpec& cl = s.cluster;
-    if (cl.host_ram_bytes > 0) mem.host_capacity = cl.host_ram_bytes / std::max(1, std::min(cl.gpus_per_node, cl.num_gpus));
+    if (cl.host_ram_bytes > 0) mem.host_capacity = cl.host_ram_bytes / cl.gpus_on_node();
     return st;
 }
 

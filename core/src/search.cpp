@@ -469,7 +469,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t t
                             // per layout, counted per shape.
                             const LayoutCacheKey ck{tp, pp, dp, ep, v, static_cast<int>(sched), cp};
                             int deepest = 0;
-                            for (int st = 0; st < pp; ++st) deepest = std::max(deepest, layers_on_stage(m.num_layers, pp, st));
+                            for (int st = 0; st < pp; ++st) deepest = std::max(deepest, layers_on_stage(m.num_layers, wl, st));  // wl.pp == pp here
                             const int vl = variants_for(deepest);
                             const std::int64_t leaves_per_setup = static_cast<std::int64_t>(var_lists[static_cast<size_t>(vl)].size()) * G * D;
                             auto it = combos_by_pp.find(ck);

@@ -1,6 +1,7 @@
 // Hardware: GPUs, the links between them, and the cluster a scenario runs on.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 namespace trainplan {
@@ -72,6 +73,9 @@ struct ClusterSpec {
     double host_ram_bytes = 0;
 
     [[nodiscard]] int num_nodes() const { return (num_gpus + gpus_per_node - 1) / gpus_per_node; }
+    // GPUs on one node (a cluster smaller than a node fills only part of it): what
+    // shares a node's host RAM and NVMe.
+    [[nodiscard]] int gpus_on_node() const { return std::max(1, std::min(gpus_per_node, num_gpus)); }
 };
 
 }  // namespace trainplan
