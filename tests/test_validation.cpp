@@ -3,6 +3,7 @@
 // collection, checks the per-source bounds the issues name, and checks the case
 // files themselves (every one parses, a broken one is rejected at file:line,
 // and nothing depends on a case's id).
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -80,6 +81,32 @@ TEST_CASE("reference collection: memory median <= 5 %, worst <= 15 %; throughput
     CHECK(rep.verdicts >= 4);
     CHECK(rep.verdicts_failed == 0);
     CHECK(rep.within_bounds());
+}
+
+TEST_CASE("every-counted-case statistics: the median and p90 of |error| over the counted rows of both collections", "[validation]") {
+    // Recomputed here from the rows with a plain sort (nearest-rank p90 is not assumed:
+    // the check only brackets it between neighbours), independent of the report's
+    // per-collection bookkeeping.
+    const ValidationReport& rep = report();
+    for (const char* kind : {"memory", "throughput"}) {
+        std::vector<double> e;
+        for (const auto& r : rep.rows)
+            if (r.counted && r.kind == kind) e.push_back(std::fabs(r.error));
+        std::sort(e.begin(), e.end());
+        const ValidationStats& s = std::string(kind) == "memory" ? rep.all_memory : rep.all_throughput;
+        CAPTURE(kind, e.size());
+        REQUIRE(s.count == static_cast<int>(e.size()));
+        REQUIRE(e.size() >= 2);
+        const std::size_t n = e.size();
+        const double median = n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
+        CHECK(s.median == Approx(median));
+        CHECK(s.worst == Approx(e.back()));
+        const std::size_t k = static_cast<std::size_t>(0.9 * static_cast<double>(n - 1));
+        CHECK(s.p90 >= e[k] - 1e-12);
+        CHECK(s.p90 <= e[std::min(n - 1, k + 1)] + 1e-12);
+        CHECK(s.count == (std::string(kind) == "memory" ? rep.memory.count + rep.grown_memory.count
+                                                        : rep.throughput.count + rep.grown_throughput.count));
+    }
 }
 
 TEST_CASE("Korthikanti et al. 2022 iteration times within 10 %", "[validation][time]") {

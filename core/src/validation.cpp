@@ -547,6 +547,11 @@ Result<ValidationReport> run_validation(const std::vector<TextSource>& files, Pr
     rep.throughput = stats(thr);
     rep.grown_memory = stats(grown_mem);
     rep.grown_throughput = stats(grown_thr);
+    std::vector<double> all_mem = mem, all_thr = thr;
+    all_mem.insert(all_mem.end(), grown_mem.begin(), grown_mem.end());
+    all_thr.insert(all_thr.end(), grown_thr.begin(), grown_thr.end());
+    rep.all_memory = stats(all_mem);
+    rep.all_throughput = stats(all_thr);
     rep.by_stack = group_by(rep.rows, validation_stacks(), false);
     rep.by_regime = group_by(rep.rows, validation_regimes(), true);
     return rep;

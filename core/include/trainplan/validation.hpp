@@ -128,6 +128,7 @@ struct ValidationReport {
     std::vector<ValidationRow> rows;
     ValidationStats memory, throughput;      // the reference collection (the budgets apply here)
     ValidationStats grown_memory, grown_throughput;  // cases added for issue 11, reported separately
+    ValidationStats all_memory, all_throughput;      // every counted case, both collections (issue 11's targets)
     std::vector<ValidationGroup> by_stack, by_regime;  // every counted case
     int verdicts = 0, verdicts_failed = 0;
     // Budgets (the reference collection): memory median <= 5 %, worst <= 15 %;
