@@ -8,6 +8,7 @@
 #include "trainplan/app/format.hpp"
 #include "trainplan/opgraph.hpp"
 #include "trainplan/policy.hpp"
+#include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
 
 using namespace trainplan;
@@ -264,6 +265,81 @@ TEST_CASE("held outputs: logits and past_key_values kept through backward (llama
     CHECK(logits_only.allocated - none.allocated <= logits * (1 + 1e-9));
     // Against PR #41: 4.98 GB more active memory with both held.
     CHECK((held.allocated - none.allocated) / 1e9 == Approx(4.98).epsilon(0.1));
+}
+
+TEST_CASE("FSDP without its all-gather limiter: the host runs a launch queue ahead, holding each gathered layer", "[stacks][memory]") {
+    // Llama-2-7B LoRA (r 8 on q, v, dropout 0.05) under transformers + PEFT, eager
+    // attention. Forward kernels of one layer, counted from the code: two
+    // LlamaRMSNorms x 8; q, k, v 3; two adapters x (dropout, A, B, * scaling, +=) 5;
+    // rotary 14; scores 3 (matmul, / sqrt(d), + mask); fp32 softmax 2; P x V 1;
+    // o_proj 1; residual add 1; gate and up 2; SiLU 1; multiply 1; down 1;
+    // residual add 1: 57.
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-40gb");
+    s.cluster.num_gpus = 4;
+    s.cluster.gpus_per_node = 4;
+    s.setup.stack = Stack::HfPeft;
+    s.setup.method = Method::LoRA;
+    s.setup.precision = Precision::BF16;
+    s.setup.lora.rank = 8;
+    s.setup.lora.targets = kLoraQ | kLoraV;
+    s.setup.fsdp = FsdpStrategy::FullShard;
+    s.setup.zero_stage = 3;  // what --fsdp full-shard sets
+    s.setup.layout.dp = 4;
+    s.setup.recompute = Recompute::Full;
+    s.setup.flash_attention = false;
+    s.setup.seq_len = 2048;
+    s.setup.micro_batch = 4;
+    const StepGraph g = build_step_graph(s.model, s.setup);
+    CHECK(g.launches[static_cast<int>(Site::Layer)] == 57);
+    const double limited = estimate_memory(s).peak().allocated;
+    s.setup.fsdp_limit_all_gathers = false;
+    const double unlimited = estimate_memory(s).peak().allocated;
+    // A 1,024-entry queue holds ceil(1024 / 57) = 18 layers' launches: with the one
+    // running, 19 layers gathered instead of the limiter's 2, each 202,383,360 bf16
+    // parameters (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096) plus its adapters.
+    const double layer_bytes = 202383360.0 * 2;
+    CHECK(unlimited - limited == Approx(17 * layer_bytes).epsilon(0.002));
+    // PR #41 (llama-recipes) measured 25.86 GB peak active with the limiter off and
+    // 20.2 GB with it on: 5.66 GB more; the queue model gives 6.9 GB.
+    CHECK((unlimited - limited) / 1e9 == Approx(5.66).epsilon(0.25));
+    // A stack that fuses the norms, RoPE and SwiGLU launches fewer kernels per layer
+    // and so runs more layers ahead.
+    s.setup.stack = Stack::Unsloth;
+    CHECK(build_step_graph(s.model, s.setup).launches[static_cast<int>(Site::Layer)] < 57);
+}
+
+TEST_CASE("host dispatch: a micro-batch the GPU runs faster than eager code can launch it waits on the host", "[stacks][time]") {
+    // The same layer as above (57 forward launches); the ends: embedding 1; final
+    // RMSNorm 8, LM head 1, upcast cross-entropy 5. One micro-batch launches
+    // 32 x 57 + 1 + 14 = 1,839 forward kernels; at [host] 20 us each to issue and
+    // 10 us of backward issue per forward kernel: 55.17 ms.
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("h100-sxm");
+    s.setup.stack = Stack::HfPeft;
+    s.setup.method = Method::LoRA;
+    s.setup.precision = Precision::BF16;
+    s.setup.lora.rank = 8;
+    s.setup.lora.targets = kLoraQ | kLoraV;
+    s.setup.recompute = Recompute::None;
+    s.setup.flash_attention = false;
+    s.setup.seq_len = 16;
+    s.setup.micro_batch = 1;
+    const StepGraph g = build_step_graph(s.model, s.setup);
+    CHECK(g.launches[static_cast<int>(Site::First)] + g.launches[static_cast<int>(Site::Last)] == 15);
+    TimeEstimate te = estimate_time(s);
+    CHECK(te.time.compute_s == Approx(1839 * 30e-6).epsilon(1e-6));
+    CHECK(te.time.host_s > 0.5 * te.time.compute_s);  // 16 tokens: mostly waiting
+    // Full recompute issues every layer's forward again: + 32 x 57 x 20 us.
+    s.setup.recompute = Recompute::Full;
+    te = estimate_time(s);
+    CHECK(te.time.compute_s == Approx(1839 * 30e-6 + 32 * 57 * 20e-6).epsilon(1e-6));
+    // 8 x 4,096 tokens keep the GPU busier than the host: no wait.
+    s.setup.seq_len = 4096;
+    s.setup.micro_batch = 8;
+    CHECK(estimate_time(s).time.host_s == 0);
 }
 
 TEST_CASE("optimizer in backward: one tensor's gradient is resident, not the model's (torchtune optimizer_in_bwd)", "[stacks][memory]") {

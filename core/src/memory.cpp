@@ -342,7 +342,19 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // waits for its reduce-scatter. One rank shards nothing: no gather.
         const double layer = c.gathered_layer_params;
         const double w16 = full ? (t.precision == Precision::FP32 ? 4.0 : 2.0) : c.frozen_linear_bpp;
-        temp += 2 * layer * w16 + (full ? layer * c.bpp.gradients : 0);
+        double gathered = 2;
+        if (!t.fsdp_limit_all_gathers && t.fsdp != FsdpStrategy::None && st.layers > 2) {
+            // Without FSDP's rate limiter nothing waits for the GPU but the
+            // stream's launch queue: the host issues layer after layer's
+            // all-gather and forward kernels until the queue is full, and each
+            // gathered layer stays allocated until the GPU has run its forward.
+            // Resident: the layer running plus the queue's worth of layers
+            // (launch_queue_depth / forward launches per layer), at most the stage.
+            const double per_layer = std::max(1.0, g.launches[static_cast<int>(Site::Layer)]);
+            const double ahead = std::ceil(policy().launch_queue_depth / per_layer);
+            gathered = std::min(static_cast<double>(st.layers), 1.0 + ahead);
+        }
+        temp += gathered * layer * w16 + (full ? layer * c.bpp.gradients : 0);
     }
     if (t.optimizer_offload != Offload::None) temp += def.grad_bucket_bytes;
     // The layers rebuilt at once during backward (one, or a uniform group: all

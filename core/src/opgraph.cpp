@@ -121,6 +121,45 @@ void lora_adapter(Builder& b, std::string_view name, const TrainingSetup& t, int
     b.adapted = {};
 }
 
+// CUDA kernels one forward of `o` launches, as the stack writes it. Eager code
+// launches one kernel per PyTorch op: transformers' LlamaRMSNorm.forward is
+// eight (to(float32), pow, mean, + eps, rsqrt, mul, to(dtype), weight mul);
+// its rotary embedding fourteen (the cos/sin cache cast and indexed, 2 + 2; per
+// q and k: x * cos, rotate_half's neg and cat, * sin, add); eager attention's
+// scores three (matmul, / sqrt(d), + mask) and an fp32 softmax two (softmax,
+// cast back); PEFT's adapter output two (* scaling, +=); a separate gate and up
+// projection two; an upcast cross-entropy five (.float(), the shifted logits
+// and labels made contiguous, log_softmax, nll). Fused stacks launch one kernel
+// per norm, RoPE (per q and k), SwiGLU and projection pair. A bitsandbytes 4-bit
+// linear dequantizes its weight, then multiplies: two.
+double forward_launches(const OpDef& o, const StackConventions& sc, const ModelSpec& m, const TrainingSetup& t) {
+    const bool eager = !sc.fused_elementwise;
+    switch (o.role) {
+        case OpRole::PositionEmbedding: return 2;  // lookup + add
+        case OpRole::EmbeddingNorm:
+        case OpRole::AttnNorm:
+        case OpRole::PostAttnNorm:
+        case OpRole::MlpNorm:
+        case OpRole::PostMlpNorm:
+        case OpRole::FinalNorm: return (m.norm == NormKind::RMSNorm && sc.norm_saved_bytes > 0) ? 8 : 1;
+        case OpRole::Rope: return eager ? 14 : 2;
+        case OpRole::AttnLayoutCopies: return 4;  // q, k, v into the kernel's layout, the output back
+        case OpRole::AttnScores: return 3;
+        case OpRole::AttnSoftmax: return sc.attn_softmax_fp32 ? 2 : 1;
+        case OpRole::ActMul: return sc.fused_swiglu ? 0 : 1;  // the fused kernel is counted at act_fn
+        case OpRole::RouterTopK: return 4;                     // softmax, top-k, sum, divide
+        case OpRole::MoeCombine: return eager ? 2.0 * m.moe.num_experts : 2;  // eager: index_add per expert
+        case OpRole::LoraScaleAdd: return 2;
+        case OpRole::Loss: return sc.loss_fp32_copies >= 1 ? 5 : 2;
+        default: break;
+    }
+    if (o.kind != OpKind::Gemm) return 1;
+    double n = o.role == OpRole::GateUpProj && eager ? 2 : 1;
+    if (o.gemm_groups > 1 && eager) n *= o.gemm_groups;  // an eager MoE loops over its experts
+    if (t.method == Method::QLoRA && o.role != OpRole::LmHead) n *= 2;
+    return n;
+}
+
 // Stored-activation coefficients of the tensors some op of a site saves (a tensor
 // counts once however many ops keep it): per layer (all, and without what
 // selective recompute regenerates), the embedding side, the head side and the
@@ -551,6 +590,10 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // Frozen base weights (LoRA / QLoRA) have no weight gradient.
     for (OpDef& o : g.ops)
         if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = !lora || o.weight.module_copy;
+    for (OpDef& o : g.ops) {
+        o.launches = forward_launches(o, sc, m, t);
+        g.launches[static_cast<int>(o.site)] += o.launches;
+    }
     return std::move(b.g);
 }
 

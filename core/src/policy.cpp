@@ -152,6 +152,11 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     const toml::table& ov = r.table("overlap");
     p.tp_comm_exposed_fraction = r.number(ov, "overlap", "tp_comm_exposed_fraction");
 
+    const toml::table& host = r.table("host");
+    p.launch_queue_depth = r.non_negative(host, "host", "launch_queue_depth");
+    p.forward_launch_s = r.non_negative(host, "host", "forward_launch_us") * 1e-6;
+    p.backward_launch_s = r.non_negative(host, "host", "backward_launch_us") * 1e-6;
+
     const toml::table& ql = r.table("qlora");
     p.gptq_group_size = r.number(ql, "qlora", "gptq_group_size");
     p.gptq_dequant_bytes_per_param = r.number(ql, "qlora", "gptq_dequant_bytes_per_param");

@@ -296,6 +296,10 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::held_outputs>("training", "held_outputs", "--held-outputs", "Held outputs", choice<HeldOutputs>(),
                                        "Model outputs the training loop keeps through backward: none | logits | logits-kv (past_key_values with use_cache) (default none)",
                                        TP_AT(setup.held_outputs)));
+    f.push_back(row<&In::fsdp_limit_all_gathers>("training", "fsdp_limit_all_gathers", "--fsdp-limit-all-gathers",
+                                                 "FSDP all-gather limiter", boolean(),
+                                                 "FSDP limit_all_gathers: on keeps two layers gathered at once; off lets the host run ahead, each gathered layer held until the GPU reaches it (default on)",
+                                                 TP_AT(setup.fsdp_limit_all_gathers)));
     f.push_back(row<&In::seq_len>("training", "seq_len", "--seq-len", "Sequence length", integer(1, 16 * 1024 * 1024),
                                   "Sequence length in tokens (default 2048)", TP_AT(setup.seq_len)));
     f.push_back(row<&In::micro_batch>("training", "micro_batch", "--micro-batch", "Micro-batch", integer(1, 1 << 20),

@@ -315,7 +315,19 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     const double stage = stage_fwd + stage_bwd + stage_rec;
     // (An unbounded stage -- a zero bandwidth or peak -- stays unbounded, not inf - inf.)
     const double clocked = std::isfinite(stage) ? std::max(0.0, stage - memory_bound - dequant) : stage;
-    const double per_mb = std::isfinite(stage) ? clocked / c.clock + (stage - clocked) : stage / c.clock;
+    const double gpu_mb = std::isfinite(stage) ? clocked / c.clock + (stage - clocked) : stage / c.clock;
+    // The host issues the micro-batch's kernels while the GPU runs the ones
+    // already queued: forward (and the forward repeated by recompute) from
+    // Python, backward from the autograd engine. The queue lets the host run
+    // ahead, so the GPU waits only when issuing takes longer than running.
+    const double layer_launches = c.g.launches[static_cast<int>(Site::Layer)];
+    const double stage_launches = L * layer_launches + (c.crit_last ? c.g.launches[static_cast<int>(Site::Last)] : 0.0) +
+                                  (c.crit_first ? c.g.launches[static_cast<int>(Site::First)] : 0.0);
+    double rec_launches = 0;
+    if (t.recompute == Recompute::Full) rec_launches = rec_layers * layer_launches;
+    const Policy& pol = policy();
+    const double host_mb = (stage_launches + rec_launches) * pol.forward_launch_s + stage_launches * pol.backward_launch_s;
+    const double per_mb = std::max(gpu_mb, host_mb);
     TimeBreakdown& tb = est.time;
     if (t.activation_offload) {
         // Activation offload: the stage's saved activations go to the host in
@@ -328,8 +340,9 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     }
     tb.compute_s = c.micro_batches * per_mb;
     tb.memory_bound_s = c.micro_batches * memory_bound;
-    tb.recompute_s = c.micro_batches * stage_rec * (stage > 0 && std::isfinite(stage) ? per_mb / stage : 1.0 / c.clock);
+    tb.recompute_s = c.micro_batches * stage_rec * (stage > 0 && std::isfinite(stage) ? gpu_mb / stage : 1.0 / c.clock);
     tb.thermal_s = c.micro_batches * clocked * (1.0 / c.clock - 1.0);
+    tb.host_s = std::isfinite(gpu_mb) ? c.micro_batches * (per_mb - gpu_mb) : 0.0;
 }
 
 // ---- context parallelism (Megatron-Core docs/source/api-guide/

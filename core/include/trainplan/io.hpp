@@ -72,6 +72,7 @@ struct ScenarioInput {
     std::optional<bool> tf32;
     std::optional<AttentionKernel> attention_kernel;
     std::optional<HeldOutputs> held_outputs;
+    std::optional<bool> fsdp_limit_all_gathers;
     std::optional<bool> tp_comm_overlap;
     std::optional<bool> grad_reduce_bf16;
     std::optional<bool> overlap_grad_reduce;

@@ -75,6 +75,11 @@ public:
     // auto-gptq's torch dequantization path.
     double gptq_group_size = 0;
     double gptq_dequant_bytes_per_param = 0;
+    // Kernel launches a stream queues before the host blocks ([host]).
+    double launch_queue_depth = 0;
+    // Host time to issue a forward kernel, and the backward per forward kernel ([host]).
+    double forward_launch_s = 0;
+    double backward_launch_s = 0;
 
     [[nodiscard]] const StackConventions& stack(Stack k) const { return stacks_[static_cast<size_t>(k)]; }
     [[nodiscard]] const LinkDefaults& link(LinkKind k, bool p2p) const;

@@ -52,6 +52,10 @@ struct TimeBreakdown {
     // Data-parallel traffic per rank per step (NCCL ring volumes), on each tier.
     double dp_intra_bytes = 0, dp_inter_bytes = 0;
     double thermal_s = 0;        // part of compute_s caused by sustained_clock < 1
+    // Part of compute_s the GPU waits for the host to launch kernels: eager model
+    // code issues each kernel from Python; when issuing a micro-batch takes longer
+    // than running it, the GPU idles for the difference.
+    double host_s = 0;
 };
 
 struct Throughput {

@@ -169,6 +169,11 @@ struct TrainingSetup {
     AttentionKernel attention_kernel = AttentionKernel::Flash2;  // PyTorch SDPA / flash-attn 2
     // Model outputs the training loop holds through backward (memory.cpp).
     HeldOutputs held_outputs = HeldOutputs::None;
+    // FSDP's all-gather rate limiter (FullyShardedDataParallel limit_all_gathers,
+    // default True since PyTorch 2.1, PR #104900): at most two layers gathered at
+    // once. Off, the host runs ahead of the GPU and each all-gather it issues holds
+    // its unsharded layer until the GPU catches up (memory.cpp).
+    bool fsdp_limit_all_gathers = true;
     bool tp_comm_overlap = false;  // Megatron-Core --tp-comm-overlap / --overlap-param-gather
     // Reduce gradients in 16 bits even where they are kept in fp32 (Megatron
     // --grad-reduce-in-bf16; FSDP MixedPrecision(reduce_dtype=bf16)).
