@@ -225,14 +225,9 @@ TEST_CASE("PEFT modules_to_save: a trained copy of the embedding and LM head bes
     CHECK(r.out.find("\"train_embeddings\"") != std::string::npos);
 }
 
-TEST_CASE("held outputs: logits and past_key_values kept through backward (llama-recipes PR #41)", "[stacks][memory]") {
-    // Llama-2-7B LoRA (q,v), pure bf16, FSDP full shard over 4 ranks, full
-    // recompute, eager attention, b = 4, s = 2048: llama-recipes PR #41's setup.
-    // What the loop holds (transformers LlamaForCausalLM, use_cache on):
-    //   logits.float(): 4 x 2048 x 32000 x 4 B          = 1,048,576,000 B
-    //   past_key_values: 32 layers x (K + V) x 4 x 2048 x 4096 x 2 B = 4,294,967,296 B
-    //   together 5,343,543,296 B = 4.977 GiB; PR #41 measured peak active
-    //   20.20 GB holding them vs 15.22 GB not: 4.98 (PyTorch's GB = GiB).
+// llama-recipes PR #41's setup: Llama-2-7B LoRA (r 8 on q, v), pure bf16, FSDP full
+// shard over 4 x A100 40GB, full recompute, eager attention, b = 4, s = 2048.
+static Scenario pr41_scenario() {
     Scenario s;
     s.model = tp_test::model("llama-2-7b");
     s.cluster.gpu = tp_test::gpu("a100-sxm-40gb");
@@ -243,12 +238,25 @@ TEST_CASE("held outputs: logits and past_key_values kept through backward (llama
     s.setup.precision = Precision::BF16;
     s.setup.lora.rank = 8;
     s.setup.lora.targets = kLoraQ | kLoraV;
-    s.setup.zero_stage = 3;
+    s.setup.fsdp = FsdpStrategy::FullShard;
+    s.setup.zero_stage = 3;  // what --fsdp full-shard sets
     s.setup.layout.dp = 4;
     s.setup.recompute = Recompute::Full;
     s.setup.flash_attention = false;
     s.setup.seq_len = 2048;
     s.setup.micro_batch = 4;
+    return s;
+}
+
+TEST_CASE("held outputs: logits and past_key_values kept through backward (llama-recipes PR #41)", "[stacks][memory]") {
+    // Llama-2-7B LoRA (q,v), pure bf16, FSDP full shard over 4 ranks, full
+    // recompute, eager attention, b = 4, s = 2048: llama-recipes PR #41's setup.
+    // What the loop holds (transformers LlamaForCausalLM, use_cache on):
+    //   logits.float(): 4 x 2048 x 32000 x 4 B          = 1,048,576,000 B
+    //   past_key_values: 32 layers x (K + V) x 4 x 2048 x 4096 x 2 B = 4,294,967,296 B
+    //   together 5,343,543,296 B = 4.977 GiB; PR #41 measured peak active
+    //   20.20 GB holding them vs 15.22 GB not: 4.98 (PyTorch's GB = GiB).
+    Scenario s = pr41_scenario();
     const MemoryBreakdown none = estimate_memory(s).peak();
     const double logits = 4.0 * 2048 * 32000 * 4;
     const double kv = 32.0 * 2 * 4 * 2048 * 4096 * 2;
@@ -274,23 +282,7 @@ TEST_CASE("FSDP without its all-gather limiter: the host runs a launch queue ahe
     // rotary 14; scores 3 (matmul, / sqrt(d), + mask); fp32 softmax 2; P x V 1;
     // o_proj 1; residual add 1; gate and up 2; SiLU 1; multiply 1; down 1;
     // residual add 1: 57.
-    Scenario s;
-    s.model = tp_test::model("llama-2-7b");
-    s.cluster.gpu = tp_test::gpu("a100-sxm-40gb");
-    s.cluster.num_gpus = 4;
-    s.cluster.gpus_per_node = 4;
-    s.setup.stack = Stack::HfPeft;
-    s.setup.method = Method::LoRA;
-    s.setup.precision = Precision::BF16;
-    s.setup.lora.rank = 8;
-    s.setup.lora.targets = kLoraQ | kLoraV;
-    s.setup.fsdp = FsdpStrategy::FullShard;
-    s.setup.zero_stage = 3;  // what --fsdp full-shard sets
-    s.setup.layout.dp = 4;
-    s.setup.recompute = Recompute::Full;
-    s.setup.flash_attention = false;
-    s.setup.seq_len = 2048;
-    s.setup.micro_batch = 4;
+    Scenario s = pr41_scenario();
     const StepGraph g = build_step_graph(s.model, s.setup);
     CHECK(g.launches[static_cast<int>(Site::Layer)] == 57);
     const double limited = estimate_memory(s).peak().allocated;
@@ -313,8 +305,8 @@ TEST_CASE("FSDP without its all-gather limiter: the host runs a launch queue ahe
 TEST_CASE("host dispatch: a micro-batch the GPU runs faster than eager code can launch it waits on the host", "[stacks][time]") {
     // The same layer as above (57 forward launches); the ends: embedding 1; final
     // RMSNorm 8, LM head 1, upcast cross-entropy 5. One micro-batch launches
-    // 32 x 57 + 1 + 14 = 1,839 forward kernels; at [host] 20 us each to issue and
-    // 10 us of backward issue per forward kernel: 55.17 ms.
+    // 32 x 57 + 1 + 14 = 1,839 forward kernels, each with its [host] forward issue
+    // time and backward issue time (20 + 10 us today: 55.17 ms).
     Scenario s;
     s.model = tp_test::model("llama-2-7b");
     s.cluster.gpu = tp_test::gpu("h100-sxm");
@@ -329,13 +321,14 @@ TEST_CASE("host dispatch: a micro-batch the GPU runs faster than eager code can 
     s.setup.micro_batch = 1;
     const StepGraph g = build_step_graph(s.model, s.setup);
     CHECK(g.launches[static_cast<int>(Site::First)] + g.launches[static_cast<int>(Site::Last)] == 15);
+    const double fwd = policy().forward_launch_s, bwd = policy().backward_launch_s;
     TimeEstimate te = estimate_time(s);
-    CHECK(te.time.compute_s == Approx(1839 * 30e-6).epsilon(1e-6));
+    CHECK(te.time.compute_s == Approx(1839 * (fwd + bwd)).epsilon(1e-6));
     CHECK(te.time.host_s > 0.5 * te.time.compute_s);  // 16 tokens: mostly waiting
-    // Full recompute issues every layer's forward again: + 32 x 57 x 20 us.
+    // Full recompute issues every layer's forward again: + 32 x 57 forward launches.
     s.setup.recompute = Recompute::Full;
     te = estimate_time(s);
-    CHECK(te.time.compute_s == Approx(1839 * 30e-6 + 32 * 57 * 20e-6).epsilon(1e-6));
+    CHECK(te.time.compute_s == Approx(1839 * (fwd + bwd) + 32 * 57 * fwd).epsilon(1e-6));
     // 8 x 4,096 tokens keep the GPU busier than the host: no wait.
     s.setup.seq_len = 4096;
     s.setup.micro_batch = 8;

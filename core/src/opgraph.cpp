@@ -590,10 +590,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // Frozen base weights (LoRA / QLoRA) have no weight gradient.
     for (OpDef& o : g.ops)
         if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = !lora || o.weight.module_copy;
-    for (OpDef& o : g.ops) {
-        o.launches = forward_launches(o, sc, m, t);
-        g.launches[static_cast<int>(o.site)] += o.launches;
-    }
+    for (const OpDef& o : g.ops) g.launches[static_cast<int>(o.site)] += forward_launches(o, sc, m, t);
     return std::move(b.g);
 }
 

@@ -172,10 +172,6 @@ struct OpDef {
     // second matmul; everything else recomputed). 1 for recomputed ops, 0.5 for a fused
     // pair of matmuls of which one is kept.
     double per_op_recompute = 0;
-    // CUDA kernels one forward of this op launches from the host: an eager stack
-    // launches one per PyTorch op it is written in (an eager RMSNorm is eight), a
-    // fused stack one (forward_launches in opgraph.cpp counts them per stack).
-    double launches = 1;
     WeightDef weight;
     InlineList<CollectiveDef, 4> collectives;
     InlineList<int, 8> saves;  // indices into StepGraph::tensors
@@ -226,8 +222,10 @@ struct StepGraph {
     double per_op_flops_per_token = 0;
     double per_op_flops_per_token_sq = 0;  // eager attention, recomputed under per-op
     WeightSums weights[3];                // indexed by Site: First, Layer, Last
-    // Forward kernel launches per site (one layer; the embedding side; head and
-    // loss): the sum of the ops' `launches`.
+    // CUDA kernels one forward launches from the host, per site (one layer; the
+    // embedding side; head and loss): an eager stack launches one per PyTorch op its
+    // code is written in (an eager RMSNorm is eight), a fused stack fewer
+    // (forward_launches in opgraph.cpp counts each op per stack).
     double launches[3] = {0, 0, 0};       // indexed by Site: First, Layer, Last
 
     // Stored bytes per layer under a recompute policy.
