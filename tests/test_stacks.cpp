@@ -335,6 +335,40 @@ TEST_CASE("host dispatch: a micro-batch the GPU runs faster than eager code can 
     CHECK(estimate_time(s).time.host_s == 0);
 }
 
+TEST_CASE("a GPTQ base linear launches nine dequantizing ops before its matmul, none of them in backward", "[stacks][time]") {
+    // auto-gptq qlinear_cuda_old.py forward (the path GPTQConfig(disable_exllama=True)
+    // training takes): zeros bitwise_right_shift, .to(int8), bitwise_and, + 1; weight
+    // bitwise_right_shift, .to(int8), bitwise_and; weight - zeros; scales * (...);
+    // then the matmul. The same layer as the LoRA one above (57 forward launches, 7
+    // base linears: q, k, v, o, gate, up, down) with a GPTQ base: + 7 x 9 = 120.
+    // Under bitsandbytes each linear dequantizes in one kernel: 57 + 7 = 64.
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.setup.stack = Stack::HfPeft;
+    s.setup.method = Method::QLoRA;
+    s.setup.precision = Precision::FP16Mixed;
+    s.setup.lora.rank = 8;
+    s.setup.lora.targets = kLoraQ | kLoraV;
+    s.setup.recompute = Recompute::None;
+    s.setup.flash_attention = false;
+    s.setup.seq_len = 16;
+    s.setup.micro_batch = 1;
+    s.setup.qlora.quant = QuantType::GPTQ;
+    const StepGraph g = build_step_graph(s.model, s.setup);
+    CHECK(g.launches[static_cast<int>(Site::Layer)] == 120);
+    CHECK(g.forward_only_launches[static_cast<int>(Site::Layer)] == 63);
+    // The LM head stays 16-bit: the ends launch as under LoRA (1 + 14).
+    CHECK(g.launches[static_cast<int>(Site::First)] + g.launches[static_cast<int>(Site::Last)] == 15);
+    // 16 tokens: the host bounds the micro-batch. Forward issues 32 x 120 + 15 =
+    // 3,855 launches; the autograd engine only the 32 x 57 + 15 = 1,839 with a backward.
+    const double fwd = policy().forward_launch_s, bwd = policy().backward_launch_s;
+    CHECK(estimate_time(s).time.compute_s == Approx(3855 * fwd + 1839 * bwd).epsilon(1e-6));
+    s.setup.qlora.quant = QuantType::NF4;
+    CHECK(build_step_graph(s.model, s.setup).launches[static_cast<int>(Site::Layer)] == 64);
+    CHECK(build_step_graph(s.model, s.setup).forward_only_launches[static_cast<int>(Site::Layer)] == 0);
+}
+
 TEST_CASE("optimizer in backward: one tensor's gradient is resident, not the model's (torchtune optimizer_in_bwd)", "[stacks][memory]") {
     // Llama-3-8B pure bf16 (torchtune's single-device full fine-tune): gradients are 2 B
     // per parameter. Without the hook: 8,030,261,248 x 2 B = 16.06 GB. With it each
@@ -404,4 +438,66 @@ TEST_CASE("stacks: eager attention's backward holds the s x s gradients of the p
     CHECK(g(Stack::HfPeft, false).attn_backward_working.bytes(s, 4, 2, false) / 1e9 == Approx(1.6106).epsilon(1e-4));
     // FlashAttention tiles the s x s blocks in on-chip memory.
     CHECK(g(Stack::HfPeft, true).attn_backward_working.bytes(s, 1, 1, false) == 0);
+}
+
+TEST_CASE("model code without .float(): the loss keeps 16-bit logits, in fp32 only under autocast", "[stacks][memory]") {
+    // Qwen v1's QWenLMHeadModel.forward computes CrossEntropyLoss on the 16-bit
+    // lm_logits. Llama-2-7B's shape (V = 32,000), 4,096 tokens, as such a model:
+    //   under torch.autocast: logits 2 + shifted copy 2 + autocast fp32 copy 4 +
+    //   fp32 log-probs 4 = 12 B/logit: 4,096 x 32,000 x 12 = 1,572,864,000 B,
+    //   the same as LlamaForCausalLM's .float() path (4 + 4 + 4);
+    //   under DeepSpeed's engine (no autocast): 2 + 2 + 2 = 6 B: 786,432,000 B.
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.setup.stack = Stack::HfPeft;
+    s.setup.method = Method::LoRA;
+    s.setup.precision = Precision::FP16Mixed;
+    s.setup.recompute = Recompute::Full;
+    s.setup.seq_len = 4096;
+    s.setup.micro_batch = 1;
+    s.setup.framework = Framework::DeepSpeed;
+    const double upcast = estimate_memory(s).peak().logits;
+    CHECK(upcast == Approx(1572864000.0));
+    s.model.logits_upcast = false;
+    CHECK(estimate_memory(s).peak().logits == Approx(786432000.0));
+    CHECK(loss_copies(s.model, s.setup).description.find("6 B/logit") != std::string::npos);
+    s.setup.framework = Framework::PyTorchAMP;
+    CHECK(estimate_memory(s).peak().logits == Approx(1572864000.0));
+    // A stack whose loss is its own (Megatron-Core's vocab-parallel cross-entropy)
+    // does not read the model code's upcast.
+    s.setup.stack = Stack::MegatronCore;
+    const double mcore = estimate_memory(s).peak().logits;
+    s.model.logits_upcast = true;
+    CHECK(estimate_memory(s).peak().logits == Approx(mcore));
+}
+
+TEST_CASE("DeepSpeed ZeRO-2 under Q-LoRA: fp32 masters of the adapters and the contiguous-gradient buckets", "[stacks][memory]") {
+    // Qwen's Q-LoRA script: --fp16 --deepspeed ds_config_zero2.json (reduce_bucket_size
+    // 2e8, overlap_comm true, contiguous_gradients true), one GPU.
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.setup.stack = Stack::HfPeft;
+    s.setup.method = Method::QLoRA;
+    s.setup.precision = Precision::FP16Mixed;
+    s.setup.framework = Framework::DeepSpeed;
+    s.setup.recompute = Recompute::Full;
+    s.setup.seq_len = 512;
+    s.setup.micro_batch = 1;
+    // Without the engine (artidoro/qlora's convention): m and v, 8 B per adapter
+    // parameter. DeepSpeed's ZeRO optimizer adds the fp32 master: 12 B.
+    const MemoryBreakdown plain = estimate_memory(s).peak();
+    s.setup.zero_stage = 2;
+    s.setup.ds_reduce_bucket = 2e8;
+    s.setup.ds_overlap_comm = false;
+    const MemoryBreakdown one = estimate_memory(s).peak();
+    CHECK(one.optimizer / plain.optimizer == Approx(12.0 / 8.0));
+    // overlap_comm adds the second bucket: 2e8 fp16 elements = 400,000,000 B.
+    s.setup.ds_overlap_comm = true;
+    const MemoryBreakdown two = estimate_memory(s).peak();
+    CHECK(two.temporary - one.temporary == Approx(4e8));
+    // Under torch.autocast (no engine) the adapters keep the QLoRA convention.
+    s.setup.framework = Framework::PyTorchAMP;
+    CHECK(estimate_memory(s).peak().optimizer == Approx(plain.optimizer));
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "trainplan/opgraph.hpp"
 #include "trainplan/policy.hpp"
 #include "trainplan/schema.hpp"
 #include "trainplan/time.hpp"
@@ -81,7 +82,8 @@ std::string describe_setup(const Scenario& s) {
     if (p.sequence_parallel) line += " +SP";
     // The stack's kernel and memory conventions (data/defaults.toml [stack.*]).
     const StackConventions& sc = policy().stack(t.stack);
-    line += fmt::format("\n  assumes: stack {}: loss {}; norms {}; {}; attention {}; allocator {}", to_string(t.stack), sc.loss,
+    line += fmt::format("\n  assumes: stack {}: loss {}; norms {}; {}; attention {}; allocator {}", to_string(t.stack),
+                        loss_copies(s.model, t).description,
                         sc.norms, sc.elementwise, t.flash_attention ? to_string(t.attention_kernel) : "eager", sc.allocator);
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
     return line;

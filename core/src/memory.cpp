@@ -170,9 +170,16 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     // Frozen base weight bytes per parameter (QLoRA: NF4 linear layers).
     c.frozen_linear_bpp = qlora ? qlora_bits_per_param(t.qlora) / 8.0 : (t.precision == Precision::FP32 ? 4.0 : 2.0);
     c.frozen_other_bpp = t.precision == Precision::FP32 ? 4.0 : 2.0;
-    // QLoRA adapters: bf16 weights and grads, 32-bit paged AdamW states
-    // (artidoro/qlora: paged_adamw_32bit); other optimizers per the table.
-    c.adapter_bpp = qlora ? BytesPerParam{2, 2, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states} : c.bpp;
+    // QLoRA adapters under autocast: bf16 weights and grads, 32-bit paged AdamW
+    // states (artidoro/qlora: paged_adamw_32bit); other optimizers per the table.
+    // An engine that casts the model itself keeps its own bookkeeping for the
+    // adapters as for any trainable weight: DeepSpeed's ZeRO fp16 / bf16
+    // optimizer holds an fp32 master of every trainable parameter (Qwen's Q-LoRA
+    // scripts run through it: finetune_qlora_single_gpu.sh --deepspeed
+    // ds_config_zero2.json), as does Megatron's.
+    const bool engine_casts = t.fsdp == FsdpStrategy::None &&
+                              ((t.framework == Framework::DeepSpeed && t.zero_stage >= 1) || t.framework == Framework::Megatron);
+    c.adapter_bpp = qlora && !engine_casts ? BytesPerParam{2, 2, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states} : c.bpp;
     c.framework_bytes = t.framework_overhead_bytes >= 0
                             ? t.framework_overhead_bytes
                             : def.cuda_context_bytes + def.library_workspace_bytes + (s.cluster.num_gpus > 1 ? def.communicator_bytes : 0);
@@ -325,7 +332,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     double held_logits = 0;
     if (t.held_outputs != HeldOutputs::None) {
         const double w16 = t.precision == Precision::FP32 ? 4.0 : 2.0;
-        if (last) held_logits = sq * mb * static_cast<double>(m.vocab) / tp * 4.0;
+        // (The 16-bit lm_head output where the model code does not upcast.)
+        const double logit_bytes = m.logits_upcast ? 4.0 : w16;
+        if (last) held_logits = sq * mb * static_cast<double>(m.vocab) / tp * logit_bytes;
         if (t.held_outputs == HeldOutputs::LogitsKv)
             mem.activations += st.microbatches_in_flight * st.layers * 2.0 * sq * mb * static_cast<double>(m.kv_dim()) / tp * w16;
         // At the loss the held tensor is one of the loss's own copies when the
@@ -372,7 +381,15 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     recomputed += g.attn_backward_working.bytes(sq, mb, tp, sp);
     // Held logits are not freed by the loss's backward: only the rest is reused.
     temp += std::max(0.0, recomputed - (mem.logits - held_logits));
-    if (c.plan.dp_group.size > 1 && t.zero_stage < 3) temp += def.grad_bucket_bytes;
+    if (t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None && (t.zero_stage == 1 || t.zero_stage == 2)) {
+        // DeepSpeed ZeRO-1/2 (contiguous_gradients, default true): each backward
+        // allocates its reduce bucket(s), reduce_bucket_size elements in the
+        // gradient dtype, two under overlap_comm, also on one rank
+        // (runtime/zero/stage_1_and_2.py, DeepSpeedZeroOptimizer.backward: ipg_buffer).
+        temp += (t.ds_overlap_comm ? 2.0 : 1.0) * t.ds_reduce_bucket * c.bpp.gradients;
+    } else if (c.plan.dp_group.size > 1 && t.zero_stage < 3) {
+        temp += def.grad_bucket_bytes;
+    }
     if (lay.cp > 1) {
         // Ring attention double-buffers the K/V block in flight (the one being
         // used and the one being received), 16-bit, per micro-batch.

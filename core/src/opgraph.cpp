@@ -130,8 +130,38 @@ void lora_adapter(Builder& b, std::string_view name, const TrainingSetup& t, int
 // cast back); PEFT's adapter output two (* scaling, +=); a separate gate and up
 // projection two; an upcast cross-entropy five (.float(), the shifted logits
 // and labels made contiguous, log_softmax, nll). Fused stacks launch one kernel
-// per norm, RoPE (per q and k), SwiGLU and projection pair. A bitsandbytes 4-bit
-// linear dequantizes its weight, then multiplies: two.
+// per norm, RoPE (per q and k), SwiGLU and projection pair. A quantized base
+// linear dequantizes its weight first (dequant_launches).
+//
+// Kernels that dequantize one frozen 4-bit linear's weight before its matmul.
+// bitsandbytes: one (dequantize_4bit). auto-gptq's QuantLinear (qlinear_cuda_old,
+// more rows than kernel_switch_threshold, the path GPTQConfig(disable_exllama=True)
+// training takes) writes it in torch ops, nine: for the zero points
+// bitwise_right_shift, .to(int8), bitwise_and, + 1; for the weight
+// bitwise_right_shift, .to(int8), bitwise_and; then weight - zeros and
+// scales * (...) (AutoGPTQ/AutoGPTQ auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py,
+// forward). They read only the packed buffers: no backward.
+double dequant_launches(const TrainingSetup& t) {
+    if (t.method != Method::QLoRA) return 0;
+    return t.qlora.quant == QuantType::GPTQ ? 9 : 1;
+}
+
+// The GEMMs one op's forward issues (a separate gate and up projection are two;
+// an eager MoE loops over its experts).
+double gemm_launches(const OpDef& o, const StackConventions& sc) {
+    const bool eager = !sc.fused_elementwise;
+    double n = o.role == OpRole::GateUpProj && eager ? 2 : 1;
+    if (o.gemm_groups > 1 && eager) n *= o.gemm_groups;
+    return n;
+}
+
+// Forward launches with no backward: the dequantizing ops of a GPTQ base linear
+// (bitsandbytes dequantizes again in backward for the input gradient).
+double forward_only_launches(const OpDef& o, const StackConventions& sc, const TrainingSetup& t) {
+    if (o.kind != OpKind::Gemm || o.role == OpRole::LmHead || t.qlora.quant != QuantType::GPTQ) return 0;
+    return gemm_launches(o, sc) * dequant_launches(t);
+}
+
 double forward_launches(const OpDef& o, const StackConventions& sc, const ModelSpec& m, const TrainingSetup& t) {
     const bool eager = !sc.fused_elementwise;
     switch (o.role) {
@@ -150,14 +180,14 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::RouterTopK: return 4;                     // softmax, top-k, sum, divide
         case OpRole::MoeCombine: return eager ? 2.0 * m.moe.num_experts : 2;  // eager: index_add per expert
         case OpRole::LoraScaleAdd: return 2;
-        case OpRole::Loss: return sc.loss_fp32_copies >= 1 ? 5 : 2;
+        // Without .float() the model's loss is four: the shifted logits and labels
+        // made contiguous, log_softmax, nll.
+        case OpRole::Loss: return sc.loss_in_model && !m.logits_upcast ? 4 : sc.loss_fp32_copies >= 1 ? 5 : 2;
         default: break;
     }
     if (o.kind != OpKind::Gemm) return 1;
-    double n = o.role == OpRole::GateUpProj && eager ? 2 : 1;
-    if (o.gemm_groups > 1 && eager) n *= o.gemm_groups;  // an eager MoE loops over its experts
-    if (t.method == Method::QLoRA && o.role != OpRole::LmHead) n *= 2;
-    return n;
+    // The LM head stays 16-bit under QLoRA.
+    return gemm_launches(o, sc) * (1 + (o.role == OpRole::LmHead ? 0 : dequant_launches(t)));
 }
 
 // Stored-activation coefficients of the tensors some op of a site saves (a tensor
@@ -267,6 +297,19 @@ double stored_layers_bytes(const StepGraph& g, const TrainingSetup& t, int layer
     if (t.recompute != Recompute::Full) return layers * g.stored(t.recompute).bytes(s, b, tp, sp);
     const RecomputeLayers rl = recompute_layers(t, layers);
     return rl.inputs * g.stored_full.bytes(s, b, tp, sp) + (layers - rl.checkpointed) * g.stored_none.bytes(s, b, tp, sp);
+}
+
+LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t) {
+    const StackConventions& sc = policy().stack(t.stack);
+    if (!sc.loss_in_model || m.logits_upcast) return {sc.loss_logit_copies, sc.loss_fp32_copies, sc.loss};
+    // The model's loss on its 16-bit logits (data/defaults.toml, loss_in_model):
+    // the logits and their shifted copy stay 16-bit; torch.autocast runs
+    // cross-entropy in fp32 (an fp32 copy and fp32 log-probs); an engine that
+    // casts the model itself (DeepSpeed, Megatron) leaves log_softmax 16-bit.
+    if (t.precision == Precision::FP32) return {0, 3, "model code's cross-entropy in fp32 (12 B/logit)"};
+    if (t.framework == Framework::PyTorchAMP)
+        return {2, 2, "16-bit logits (model code has no .float()) + shifted copy, autocast fp32 copy + fp32 log-probs (12 B/logit)"};
+    return {3, 0, "16-bit logits (model code has no .float()) + shifted copy + 16-bit log-probs, no autocast under the engine (6 B/logit)"};
 }
 
 StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
@@ -555,15 +598,17 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // copies in the activation dtype and in fp32 (data/defaults.toml
         // [stack.*] loss_*_copies, derived there from each stack's loss code; a
         // real peak for 128K vocabularies).
-        const int logits = b.tensor("logits", V * sc.loss_logit_copies, a, TP);
+        const LossCopies lc = loss_copies(m, t);
+        const int logits = b.tensor("logits", V * lc.activation_dtype, a, TP);
         b.g.tensors.back().logits = true;
         OpDef& loss = b.elementwise("loss", OpRole::Loss, OpKind::Elementwise, TP, 0, {logits});
-        const int fp32 = b.tensor("logits_fp32", V * sc.loss_fp32_copies, 4.0, TP);
+        const int fp32 = b.tensor("logits_fp32", V * lc.fp32, 4.0, TP);
         b.g.tensors.back().logits = true;
         loss.saves.push_back(fp32);
-        // HBM traffic: read the logits, write the fp32 probabilities, write the
-        // fp32 gradient of the logits; as much again backward.
-        loss.hbm_bytes_per_token = V * a + 2 * V * 4.0;
+        // HBM traffic: read the logits, write the probabilities, write the
+        // gradient of the logits (fp32 where the loss runs in fp32); as much
+        // again backward.
+        loss.hbm_bytes_per_token = V * a + 2 * V * (lc.fp32 > 0 ? 4.0 : a);
         loss.bwd_hbm_factor = 1;
     }
 
@@ -590,7 +635,10 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // Frozen base weights (LoRA / QLoRA) have no weight gradient.
     for (OpDef& o : g.ops)
         if (o.kind == OpKind::Gemm || o.kind == OpKind::Router) o.trainable_weight = !lora || o.weight.module_copy;
-    for (const OpDef& o : g.ops) g.launches[static_cast<int>(o.site)] += forward_launches(o, sc, m, t);
+    for (const OpDef& o : g.ops) {
+        g.launches[static_cast<int>(o.site)] += forward_launches(o, sc, m, t);
+        g.forward_only_launches[static_cast<int>(o.site)] += forward_only_launches(o, sc, t);
+    }
     return std::move(b.g);
 }
 

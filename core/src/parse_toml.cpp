@@ -81,6 +81,7 @@ void read_model_keys(TomlReader& r, ModelSpec& m, std::vector<Diagnostic>& errs,
     if (auto v = r.boolean("embedding_norm")) m.embedding_norm = *v;
     if (auto v = r.boolean("final_norm")) m.final_norm = *v;
     if (auto v = r.number("dropout", 0.0, 0.99)) m.dropout = *v;
+    if (auto v = r.boolean("logits_upcast")) m.logits_upcast = *v;
     if (auto v = r.integer("reference_params", 1, std::int64_t{1} << 50)) m.reference_params = *v;
     if (const toml::table* moe = r.subtable("moe")) {
         TomlReader mr(*moe, file, "[moe]", errs);

@@ -171,6 +171,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         StackConventions c;
         c.loss_logit_copies = r.non_negative(row, sec, "loss_logit_copies");
         c.loss_fp32_copies = r.non_negative(row, sec, "loss_fp32_copies");
+        c.loss_in_model = r.boolean(row, sec, "loss_in_model");
         c.norm_saved_bytes = r.non_negative(row, sec, "norm_saved_bytes");
         c.fused_elementwise = r.boolean(row, sec, "fused_elementwise");
         c.fused_swiglu = r.boolean(row, sec, "fused_swiglu");

@@ -67,7 +67,7 @@ void write_inline_model(std::ostream& o, const ModelSpec& m) {
       << "\nlm_head_bias = " << tf(m.lm_head_bias) << "\ntied_embeddings = " << tf(m.tied_embeddings)
       << "\nposition = " << quoted(to_string(m.position)) << "\nparallel_block = " << tf(m.parallel_block)
       << "\nembedding_norm = " << tf(m.embedding_norm) << "\nfinal_norm = " << tf(m.final_norm)
-      << "\ndropout = " << toml_number(m.dropout) << "\n";
+      << "\ndropout = " << toml_number(m.dropout) << "\nlogits_upcast = " << tf(m.logits_upcast) << "\n";
     if (m.reference_params > 0) o << "reference_params = " << m.reference_params << "\n";
     if (m.is_moe())
         o << "\n[model.moe]\nnum_experts = " << m.moe.num_experts << "\ntop_k = " << m.moe.top_k << "\nshared_experts = " << m.moe.shared_experts

@@ -300,6 +300,13 @@ std::vector<Field> make_fields() {
                                                  "FSDP all-gather limiter", boolean(),
                                                  "FSDP limit_all_gathers: on keeps two layers gathered at once; off lets the host run ahead, each gathered layer held until the GPU reaches it (default on)",
                                                  TP_AT(setup.fsdp_limit_all_gathers)));
+    f.push_back(row<&In::ds_reduce_bucket>("training", "ds_reduce_bucket", "--ds-reduce-bucket", "DeepSpeed reduce bucket",
+                                           number(1, 1e12),
+                                           "DeepSpeed zero_optimization.reduce_bucket_size in elements: ZeRO-1/2 copy gradients into a bucket this size (default 5e8, DeepSpeed's)",
+                                           TP_AT(setup.ds_reduce_bucket)));
+    f.push_back(row<&In::ds_overlap_comm>("training", "ds_overlap_comm", "--ds-overlap-comm", "DeepSpeed overlap_comm", boolean(),
+                                          "DeepSpeed zero_optimization.overlap_comm: ZeRO-1/2 double-buffer the reduce bucket (default off, DeepSpeed's for stages 1-2)",
+                                          TP_AT(setup.ds_overlap_comm)));
     f.push_back(row<&In::seq_len>("training", "seq_len", "--seq-len", "Sequence length", integer(1, 16 * 1024 * 1024),
                                   "Sequence length in tokens (default 2048)", TP_AT(setup.seq_len)));
     f.push_back(row<&In::micro_batch>("training", "micro_batch", "--micro-batch", "Micro-batch", integer(1, 1 << 20),

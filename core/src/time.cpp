@@ -320,13 +320,16 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     // already queued: forward (and the forward repeated by recompute) from
     // Python, backward from the autograd engine. The queue lets the host run
     // ahead, so the GPU waits only when issuing takes longer than running.
-    const double layer_launches = c.g.launches[static_cast<int>(Site::Layer)];
-    const double stage_launches = L * layer_launches + (c.crit_last ? c.g.launches[static_cast<int>(Site::Last)] : 0.0) +
-                                  (c.crit_first ? c.g.launches[static_cast<int>(Site::First)] : 0.0);
+    auto on_stage = [&](const double (&per_site)[3]) {
+        return L * per_site[static_cast<int>(Site::Layer)] + (c.crit_last ? per_site[static_cast<int>(Site::Last)] : 0.0) +
+               (c.crit_first ? per_site[static_cast<int>(Site::First)] : 0.0);
+    };
+    const double stage_launches = on_stage(c.g.launches);
+    const double backward_launches = stage_launches - on_stage(c.g.forward_only_launches);
     double rec_launches = 0;
-    if (t.recompute == Recompute::Full) rec_launches = rec_layers * layer_launches;
+    if (t.recompute == Recompute::Full) rec_launches = rec_layers * c.g.launches[static_cast<int>(Site::Layer)];
     const Policy& pol = policy();
-    const double host_mb = (stage_launches + rec_launches) * pol.forward_launch_s + stage_launches * pol.backward_launch_s;
+    const double host_mb = (stage_launches + rec_launches) * pol.forward_launch_s + backward_launches * pol.backward_launch_s;
     const double per_mb = std::max(gpu_mb, host_mb);
     TimeBreakdown& tb = est.time;
     if (t.activation_offload) {

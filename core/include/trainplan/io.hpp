@@ -73,6 +73,8 @@ struct ScenarioInput {
     std::optional<AttentionKernel> attention_kernel;
     std::optional<HeldOutputs> held_outputs;
     std::optional<bool> fsdp_limit_all_gathers;
+    std::optional<double> ds_reduce_bucket;
+    std::optional<bool> ds_overlap_comm;
     std::optional<bool> tp_comm_overlap;
     std::optional<bool> grad_reduce_bf16;
     std::optional<bool> overlap_grad_reduce;

@@ -52,6 +52,12 @@ struct ModelSpec {
     bool final_norm = true;
     bool lm_head_bias = false;
     double dropout = 0.0;  // > 0: dropout masks are stored for backward
+    // The model code casts its logits to fp32 before its loss (transformers'
+    // LlamaForCausalLM and most *ForCausalLM, v4.31-4.44: `logits = logits.float()`);
+    // false where it computes the loss on the 16-bit logits (Qwen v1's
+    // modeling_qwen.py). Read where the stack runs the model's own loss
+    // (StackConventions::loss_in_model).
+    bool logits_upcast = true;
 
     MoESpec moe;
     std::int64_t reference_params = 0;  // published exact count, 0 if none

@@ -227,6 +227,10 @@ struct StepGraph {
     // code is written in (an eager RMSNorm is eight), a fused stack fewer
     // (forward_launches in opgraph.cpp counts each op per stack).
     double launches[3] = {0, 0, 0};       // indexed by Site: First, Layer, Last
+    // Of those, the launches whose op has no backward (auto-gptq's dequantizing
+    // ops read only the packed weight, which needs no gradient): the autograd
+    // engine issues nothing for them.
+    double forward_only_launches[3] = {0, 0, 0};
 
     // Stored bytes per layer under a recompute policy.
     [[nodiscard]] const ActivationCoeffs& stored(Recompute r) const {
@@ -247,6 +251,17 @@ using LayerGraph = StepGraph;  // the former name (one layer plus the ends)
 // Builds the step of `m` as trained by `t` (method, dropout, FlashAttention,
 // activation dtype and framework change the list). MoE layers use the expected
 // tokens per expert under balanced routing.
+// The logits-sized tensors live at the loss (per logit: copies in the activation
+// dtype and in fp32), as the stack and, where the stack runs the model's own loss,
+// the model code write it (data/defaults.toml [stack.*] loss_in_model), with the
+// words the "assumes:" line prints.
+struct LossCopies {
+    double activation_dtype = 0;
+    double fp32 = 0;
+    std::string description;
+};
+[[nodiscard]] LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t);
+
 [[nodiscard]] StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t);
 [[nodiscard]] inline StepGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) { return build_step_graph(m, t); }
 

@@ -35,6 +35,10 @@ struct StackConventions {
     // in the activation dtype and in fp32.
     double loss_logit_copies = 0;
     double loss_fp32_copies = 0;
+    // The loss is the model code's own (transformers' CrossEntropyLoss on the
+    // logits its forward returns): the copies above assume the model upcasts
+    // them; a model that does not gets loss_copies() (opgraph.hpp) instead.
+    bool loss_in_model = false;
     // Bytes per element each norm keeps of its input for backward (4 = the fp32
     // copy an eager RMSNorm / LayerNorm saves; 0 = the activation dtype).
     double norm_saved_bytes = 0;

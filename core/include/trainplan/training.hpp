@@ -174,6 +174,14 @@ struct TrainingSetup {
     // once. Off, the host runs ahead of the GPU and each all-gather it issues holds
     // its unsharded layer until the GPU catches up (memory.cpp).
     bool fsdp_limit_all_gathers = true;
+    // DeepSpeed ZeRO-1/2 gradient buckets (zero_optimization.reduce_bucket_size,
+    // elements; overlap_comm): with contiguous_gradients (default true) stages 1-2
+    // copy each gradient into a reduce bucket of reduce_bucket_size elements in
+    // the gradient dtype, two of them under overlap_comm (DeepSpeed
+    // runtime/zero/stage_1_and_2.py, backward: ipg_buffer). DeepSpeed's defaults:
+    // 5e8 elements, overlap_comm false for stages 1 and 2 (DeepSpeed config docs).
+    double ds_reduce_bucket = 5e8;
+    bool ds_overlap_comm = false;
     bool tp_comm_overlap = false;  // Megatron-Core --tp-comm-overlap / --overlap-param-gather
     // Reduce gradients in 16 bits even where they are kept in fp32 (Megatron
     // --grad-reduce-in-bf16; FSDP MixedPrecision(reduce_dtype=bf16)).
