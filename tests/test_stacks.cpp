@@ -501,3 +501,19 @@ TEST_CASE("DeepSpeed ZeRO-2 under Q-LoRA: fp32 masters of the adapters and the c
     s.setup.framework = Framework::PyTorchAMP;
     CHECK(estimate_memory(s).peak().optimizer == Approx(plain.optimizer));
 }
+
+TEST_CASE("eager attention's fp32 softmax keeps one copy in fp32 training (the cast back is a no-op)", "[stacks][memory]") {
+    // transformers' LlamaAttention: softmax(scores, dtype=float32).to(query_states.dtype).
+    // Under bf16 the backward keeps the fp32 output (4 B) and P x V the bf16 cast (2 B):
+    // 6 B per score element and head, 32 heads for Llama-2-7B; in fp32 the cast returns
+    // the same tensor: 4 B.
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.setup.stack = Stack::HfPeft;
+    s.setup.method = Method::LoRA;
+    s.setup.flash_attention = false;
+    s.setup.precision = Precision::BF16Mixed;
+    CHECK(build_step_graph(s.model, s.setup).stored_none.squared == Approx(32 * 6.0));
+    s.setup.precision = Precision::FP32;
+    CHECK(build_step_graph(s.model, s.setup).stored_none.squared == Approx(32 * 4.0));
+}

@@ -175,7 +175,7 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::Rope: return eager ? 14 : 2;
         case OpRole::AttnLayoutCopies: return 4;  // q, k, v into the kernel's layout, the output back
         case OpRole::AttnScores: return 3;
-        case OpRole::AttnSoftmax: return sc.attn_softmax_fp32 ? 2 : 1;
+        case OpRole::AttnSoftmax: return sc.attn_softmax_fp32 && t.precision != Precision::FP32 ? 2 : 1;
         case OpRole::ActMul: return sc.fused_swiglu ? 0 : 1;  // the fused kernel is counted at act_fn
         case OpRole::RouterTopK: return 4;                     // softmax, top-k, sum, divide
         case OpRole::MoeCombine: return eager ? 2.0 * m.moe.num_experts : 2;  // eager: index_add per expert
@@ -425,10 +425,11 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         sm.selective_recompute = true;
         const int probs = b.output("attn_probs", 0, a, TP, nh);
         b.g.ops.back().saves.push_back(probs);
-        if (sc.attn_softmax_fp32) {
+        if (sc.attn_softmax_fp32 && a < 4.0) {
             // softmax(..., dtype=float32).to(dtype) (data/defaults.toml [stack.*]
             // attn_softmax_fp32): softmax's backward keeps its fp32 output as well
-            // as the 16-bit cast P x V keeps.
+            // as the 16-bit cast P x V keeps. (In fp32 training the cast returns the
+            // same tensor: one copy.)
             const int probs32 = b.output("attn_probs_fp32", 0, 4.0, TP, nh);
             b.g.ops.back().saves.push_back(probs32);
         }
