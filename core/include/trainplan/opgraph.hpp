@@ -248,9 +248,6 @@ struct StepGraph {
 };
 using LayerGraph = StepGraph;  // the former name (one layer plus the ends)
 
-// Builds the step of `m` as trained by `t` (method, dropout, FlashAttention,
-// activation dtype and framework change the list). MoE layers use the expected
-// tokens per expert under balanced routing.
 // The logits-sized tensors live at the loss (per logit: copies in the activation
 // dtype and in fp32), as the stack and, where the stack runs the model's own loss,
 // the model code write it (data/defaults.toml [stack.*] loss_in_model), with the
@@ -262,6 +259,9 @@ struct LossCopies {
 };
 [[nodiscard]] LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t);
 
+// Builds the step of `m` as trained by `t` (method, dropout, FlashAttention,
+// activation dtype and framework change the list). MoE layers use the expected
+// tokens per expert under balanced routing.
 [[nodiscard]] StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t);
 [[nodiscard]] inline StepGraph build_layer_graph(const ModelSpec& m, const TrainingSetup& t) { return build_step_graph(m, t); }
 
