@@ -23,6 +23,23 @@ StepGraph graph(const std::string& model, Stack st, Precision p = Precision::BF1
     return build_step_graph(tp_test::model(model), t);
 }
 
+// Llama-2-7B under transformers + PEFT on `gpu` with LoRA r 8 on q and v (the
+// llama-recipes PR #41 adapters), trained by `method` in `p`, one sequence of
+// `seq` tokens per micro-batch; each test sets the rest.
+Scenario hf_llama7b(const char* gpu, Method method, Precision p, std::int64_t seq) {
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu(gpu);
+    s.setup.stack = Stack::HfPeft;
+    s.setup.method = method;
+    s.setup.precision = p;
+    s.setup.lora.rank = 8;
+    s.setup.lora.targets = kLoraQ | kLoraV;
+    s.setup.seq_len = seq;
+    s.setup.micro_batch = 1;
+    return s;
+}
+
 }  // namespace
 
 TEST_CASE("stacks: logits bytes at the loss for an 8k x 128k step, per stack's loss code", "[stacks][memory]") {
@@ -307,18 +324,9 @@ TEST_CASE("host dispatch: a micro-batch the GPU runs faster than eager code can 
     // RMSNorm 8, LM head 1, upcast cross-entropy 5. One micro-batch launches
     // 32 x 57 + 1 + 14 = 1,839 forward kernels, each with its [host] forward issue
     // time and backward issue time (20 + 10 us today: 55.17 ms).
-    Scenario s;
-    s.model = tp_test::model("llama-2-7b");
-    s.cluster.gpu = tp_test::gpu("h100-sxm");
-    s.setup.stack = Stack::HfPeft;
-    s.setup.method = Method::LoRA;
-    s.setup.precision = Precision::BF16;
-    s.setup.lora.rank = 8;
-    s.setup.lora.targets = kLoraQ | kLoraV;
+    Scenario s = hf_llama7b("h100-sxm", Method::LoRA, Precision::BF16, 16);
     s.setup.recompute = Recompute::None;
     s.setup.flash_attention = false;
-    s.setup.seq_len = 16;
-    s.setup.micro_batch = 1;
     const StepGraph g = build_step_graph(s.model, s.setup);
     CHECK(g.launches[static_cast<int>(Site::First)] + g.launches[static_cast<int>(Site::Last)] == 15);
     const double fwd = policy().forward_launch_s, bwd = policy().backward_launch_s;
@@ -342,18 +350,9 @@ TEST_CASE("a GPTQ base linear launches nine dequantizing ops before its matmul, 
     // then the matmul. The same layer as the LoRA one above (57 forward launches, 7
     // base linears: q, k, v, o, gate, up, down) with a GPTQ base: + 7 x 9 = 120.
     // Under bitsandbytes each linear dequantizes in one kernel: 57 + 7 = 64.
-    Scenario s;
-    s.model = tp_test::model("llama-2-7b");
-    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
-    s.setup.stack = Stack::HfPeft;
-    s.setup.method = Method::QLoRA;
-    s.setup.precision = Precision::FP16Mixed;
-    s.setup.lora.rank = 8;
-    s.setup.lora.targets = kLoraQ | kLoraV;
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::QLoRA, Precision::FP16Mixed, 16);
     s.setup.recompute = Recompute::None;
     s.setup.flash_attention = false;
-    s.setup.seq_len = 16;
-    s.setup.micro_batch = 1;
     s.setup.qlora.quant = QuantType::GPTQ;
     const StepGraph g = build_step_graph(s.model, s.setup);
     CHECK(g.launches[static_cast<int>(Site::Layer)] == 120);
@@ -447,16 +446,10 @@ TEST_CASE("model code without .float(): the loss keeps 16-bit logits, in fp32 on
     //   fp32 log-probs 4 = 12 B/logit: 4,096 x 32,000 x 12 = 1,572,864,000 B,
     //   the same as LlamaForCausalLM's .float() path (4 + 4 + 4);
     //   under DeepSpeed's engine (no autocast): 2 + 2 + 2 = 6 B: 786,432,000 B.
-    Scenario s;
-    s.model = tp_test::model("llama-2-7b");
-    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
-    s.setup.stack = Stack::HfPeft;
-    s.setup.method = Method::LoRA;
-    s.setup.precision = Precision::FP16Mixed;
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::LoRA, Precision::FP16Mixed, 4096);
     s.setup.recompute = Recompute::Full;
-    s.setup.seq_len = 4096;
-    s.setup.micro_batch = 1;
     s.setup.framework = Framework::DeepSpeed;
+    s.setup.zero_stage = 2;  // the DeepSpeed engine in use (engine_casts_model)
     const double upcast = estimate_memory(s).peak().logits;
     CHECK(upcast == Approx(1572864000.0));
     s.model.logits_upcast = false;
@@ -475,16 +468,9 @@ TEST_CASE("model code without .float(): the loss keeps 16-bit logits, in fp32 on
 TEST_CASE("DeepSpeed ZeRO-2 under Q-LoRA: fp32 masters of the adapters and the contiguous-gradient buckets", "[stacks][memory]") {
     // Qwen's Q-LoRA script: --fp16 --deepspeed ds_config_zero2.json (reduce_bucket_size
     // 2e8, overlap_comm true, contiguous_gradients true), one GPU.
-    Scenario s;
-    s.model = tp_test::model("llama-2-7b");
-    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
-    s.setup.stack = Stack::HfPeft;
-    s.setup.method = Method::QLoRA;
-    s.setup.precision = Precision::FP16Mixed;
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::QLoRA, Precision::FP16Mixed, 512);
     s.setup.framework = Framework::DeepSpeed;
     s.setup.recompute = Recompute::Full;
-    s.setup.seq_len = 512;
-    s.setup.micro_batch = 1;
     // Without the engine (artidoro/qlora's convention): m and v, 8 B per adapter
     // parameter. DeepSpeed's ZeRO optimizer adds the fp32 master: 12 B.
     const MemoryBreakdown plain = estimate_memory(s).peak();
@@ -507,13 +493,6 @@ TEST_CASE("eager attention's fp32 softmax keeps one copy in fp32 training (the c
     // Under bf16 the backward keeps the fp32 output (4 B) and P x V the bf16 cast (2 B):
     // 6 B per score element and head, 32 heads for Llama-2-7B; in fp32 the cast returns
     // the same tensor: 4 B.
-    Scenario s;
-    s.model = tp_test::model("llama-2-7b");
-    s.setup.stack = Stack::HfPeft;
-    s.setup.method = Method::LoRA;
-    s.setup.flash_attention = false;
-    s.setup.precision = Precision::BF16Mixed;
-    CHECK(build_step_graph(s.model, s.setup).stored_none.squared == Approx(32 * 6.0));
-    s.setup.precision = Precision::FP32;
-    CHECK(build_step_graph(s.model, s.setup).stored_none.squared == Approx(32 * 4.0));
+    CHECK(graph("llama-2-7b", Stack::HfPeft, Precision::BF16Mixed, false).stored_none.squared == Approx(32 * 6.0));
+    CHECK(graph("llama-2-7b", Stack::HfPeft, Precision::FP32, false).stored_none.squared == Approx(32 * 4.0));
 }

@@ -173,13 +173,10 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     // QLoRA adapters under autocast: bf16 weights and grads, 32-bit paged AdamW
     // states (artidoro/qlora: paged_adamw_32bit); other optimizers per the table.
     // An engine that casts the model itself keeps its own bookkeeping for the
-    // adapters as for any trainable weight: DeepSpeed's ZeRO fp16 / bf16
-    // optimizer holds an fp32 master of every trainable parameter (Qwen's Q-LoRA
-    // scripts run through it: finetune_qlora_single_gpu.sh --deepspeed
-    // ds_config_zero2.json), as does Megatron's.
-    const bool engine_casts = t.fsdp == FsdpStrategy::None &&
-                              ((t.framework == Framework::DeepSpeed && t.zero_stage >= 1) || t.framework == Framework::Megatron);
-    c.adapter_bpp = qlora && !engine_casts ? BytesPerParam{2, 2, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states} : c.bpp;
+    // adapters as for any trainable weight (engine_casts_model: Qwen's Q-LoRA
+    // scripts run through DeepSpeed, finetune_qlora_single_gpu.sh --deepspeed
+    // ds_config_zero2.json).
+    c.adapter_bpp = qlora && !engine_casts_model(t) ? BytesPerParam{2, 2, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states} : c.bpp;
     c.framework_bytes = t.framework_overhead_bytes >= 0
                             ? t.framework_overhead_bytes
                             : def.cuda_context_bytes + def.library_workspace_bytes + (s.cluster.num_gpus > 1 ? def.communicator_bytes : 0);

@@ -305,9 +305,9 @@ LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t) {
     // The model's loss on its 16-bit logits (data/defaults.toml, loss_in_model):
     // the logits and their shifted copy stay 16-bit; torch.autocast runs
     // cross-entropy in fp32 (an fp32 copy and fp32 log-probs); an engine that
-    // casts the model itself (DeepSpeed, Megatron) leaves log_softmax 16-bit.
+    // casts the model itself (engine_casts_model) leaves log_softmax 16-bit.
     if (t.precision == Precision::FP32) return {0, 3, "model code's cross-entropy in fp32 (12 B/logit)"};
-    if (t.framework == Framework::PyTorchAMP)
+    if (!engine_casts_model(t))
         return {2, 2, "16-bit logits (model code has no .float()) + shifted copy, autocast fp32 copy + fp32 log-probs (12 B/logit)"};
     return {3, 0, "16-bit logits (model code has no .float()) + shifted copy + 16-bit log-probs, no autocast under the engine (6 B/logit)"};
 }

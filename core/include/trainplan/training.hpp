@@ -203,6 +203,16 @@ struct TrainingSetup {
     [[nodiscard]] bool trains_base_weights() const { return method == Method::Full; }
 };
 
+// A mixed-precision engine that casts the model itself runs the step, with no
+// torch.autocast: DeepSpeed's ZeRO optimizer (stage >= 1; transformers' Trainer turns
+// autocast off when DeepSpeed is on) or Megatron. It keeps an fp32 master of every
+// trainable weight (QLoRA adapters too), and ops outside the model's own casts run
+// in the 16-bit dtype (a loss on 16-bit logits: opgraph loss_copies).
+[[nodiscard]] constexpr bool engine_casts_model(const TrainingSetup& t) {
+    return t.fsdp == FsdpStrategy::None &&
+           ((t.framework == Framework::DeepSpeed && t.zero_stage >= 1) || t.framework == Framework::Megatron);
+}
+
 // What surrounds the step: data pipeline, clocks, and the economics of a run.
 // Zero means "not modeled / use the documented default" where noted.
 struct RunOptions {
