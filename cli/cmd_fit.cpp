@@ -35,7 +35,10 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
     if (t.zero_stage >= 3) wnote += fmt::format(", sharded over {}", t.layout.dp);
     if (t.param_offload != Offload::None) wnote = "offloaded to " + std::string(to_string(t.param_offload));
     row("weights", m.weights, wnote);
-    row("gradients", m.gradients, t.zero_stage >= 2 ? fmt::format("sharded over {}", t.layout.dp) : "");
+    row("gradients", m.gradients,
+        t.zero_stage >= 2    ? fmt::format("sharded over {}", t.layout.dp)
+        : m.ddp_buckets > 0 ? "incl. " + gb(m.ddp_buckets) + " DDP bucket copy (gradient_as_bucket_view off)"
+                            : "");
     std::string onote = m.master_weights > 0 ? "incl. " + gb(m.master_weights) + " fp32 master weights" : "";
     if (t.optimizer_offload != Offload::None) onote = "offloaded to " + std::string(to_string(t.optimizer_offload));
     if (m.paged_out > 0) onote += (onote.empty() ? "" : "; ") + gb(m.paged_out) + " paged out to host";

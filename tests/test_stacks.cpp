@@ -78,8 +78,13 @@ TEST_CASE("stacks: eager RMSNorm's fp32 input copy and eager SwiGLU's extra tens
     // The eager `act_fn(gate) * up` keeps act_fn(gate) (f x 2 B) that a fused
     // SwiGLU recomputes. Per token per layer: 2 x 2 x 4096 + 2 x 11008 = 38,400 B.
     const double hf = graph("llama-2-7b", Stack::HfPeft).stored_none.bytes(1, 1, 1, false);
-    const double fused = graph("llama-2-7b", Stack::HfFused).stored_none.bytes(1, 1, 1, false);
+    const double fused = graph("llama-2-7b", Stack::Unsloth).stored_none.bytes(1, 1, 1, false);
     CHECK(hf - fused == Approx(2.0 * 2 * 4096 + 2.0 * 11008));
+    // whyNLP's hf-fused patches in flash-attn's RMSNorm, but its xformers swiglu()
+    // falls back to the eager functional path (unpacked gate/up weights, bf16):
+    // only the norms differ from transformers' own layers, 2 x 2 x 4096 B.
+    const double patched = graph("llama-2-7b", Stack::HfFused).stored_none.bytes(1, 1, 1, false);
+    CHECK(hf - patched == Approx(2.0 * 2 * 4096));
     // Full recompute keeps each layer's 16-bit input only, whatever the norm.
     CHECK(graph("llama-2-7b", Stack::HfPeft).stored_full.bytes(1, 1, 1, false) == 2.0 * 4096);
     // A LayerNorm model (GPT-2-style fc1/GELU MLP) keeps its norm input in the
@@ -495,4 +500,37 @@ TEST_CASE("eager attention's fp32 softmax keeps one copy in fp32 training (the c
     // the same tensor: 4 B.
     CHECK(graph("llama-2-7b", Stack::HfPeft, Precision::BF16Mixed, false).stored_none.squared == Approx(32 * 6.0));
     CHECK(graph("llama-2-7b", Stack::HfPeft, Precision::FP32, false).stored_none.squared == Approx(32 * 4.0));
+}
+
+TEST_CASE("stacks: torch DDP keeps a gradient-sized bucket copy unless gradient_as_bucket_view", "[stacks][memory]") {
+    // Llama-2-7B (6,738,415,616 parameters, the Hugging Face checkpoint's count),
+    // full fine-tune under torch.autocast: fp32 gradients, 4 B per parameter.
+    // Wrapped in DistributedDataParallel over 2 ranks, the Reducer's flat buckets
+    // span every gradient, one more copy: 4 x 6,738,415,616 B (PyTorch DDP docs,
+    // gradient_as_bucket_view: "the saved memory size will be equal to the total
+    // gradients size").
+    const double psi = 6'738'415'616.0;
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16Mixed, 512);
+    s.setup.framework = Framework::PyTorchAMP;
+    s.cluster.num_gpus = 2;
+    s.setup.layout.dp = 2;
+    const MemoryBreakdown ddp = estimate_memory(s).peak();
+    CHECK(ddp.ddp_buckets == Approx(4.0 * psi).epsilon(1e-9));
+    CHECK(ddp.gradients == Approx(8.0 * psi).epsilon(1e-9));
+    // gradient_as_bucket_view = True: the gradients are the buckets.
+    s.setup.ddp_bucket_view = true;
+    const MemoryBreakdown view = estimate_memory(s).peak();
+    CHECK(view.ddp_buckets == 0);
+    CHECK(view.gradients == Approx(4.0 * psi).epsilon(1e-9));
+    CHECK(ddp.total - view.total == Approx(4.0 * psi).epsilon(1e-6));
+    // One process is not wrapped: no buckets. Megatron's DDP reduces out of its
+    // contiguous main-grad buffer: none either.
+    s.setup.ddp_bucket_view = false;
+    s.cluster.num_gpus = 1;
+    s.setup.layout.dp = 1;
+    CHECK(estimate_memory(s).peak().ddp_buckets == 0);
+    s.cluster.num_gpus = 2;
+    s.setup.layout.dp = 2;
+    s.setup.framework = Framework::Megatron;
+    CHECK(estimate_memory(s).peak().ddp_buckets == 0);
 }

@@ -101,7 +101,7 @@ std::string describe_hardware(const Scenario& s) {
 
 nlohmann::json memory_json(const MemoryBreakdown& m) {
     return {
-        {"weights_bytes", m.weights},       {"gradients_bytes", m.gradients},
+        {"weights_bytes", m.weights},       {"gradients_bytes", m.gradients}, {"ddp_bucket_bytes", m.ddp_buckets},
         {"optimizer_bytes", m.optimizer},   {"master_weights_bytes", m.master_weights},
         {"activations_bytes", m.activations}, {"logits_bytes", m.logits},
         {"temporary_bytes", m.temporary},   {"framework_bytes", m.framework},

@@ -92,7 +92,7 @@ constexpr EnumEntry kFramework[] = {
 constexpr EnumEntry kStack[] = {
     {TP_E(Stack, GenericEager), "generic-eager", "eager,pytorch", "plain PyTorch model code under torch.autocast"},
     {TP_E(Stack, HfPeft), "hf-peft", "hf,transformers,peft", "Hugging Face transformers / PEFT / Trainer"},
-    {TP_E(Stack, HfFused), "hf-fused", "liger", "transformers with fused CE / RMSNorm / SwiGLU kernels"},
+    {TP_E(Stack, HfFused), "hf-fused", "", "transformers with flash-attn CE / RMSNorm patched in (whyNLP/tinyllama)"},
     {TP_E(Stack, Unsloth), "unsloth", "", "Unsloth (Triton CE, RMSNorm, SwiGLU kernels)"},
     {TP_E(Stack, LitGPT), "litgpt", "lit-gpt,lightning", "LitGPT on Lightning Fabric"},
     {TP_E(Stack, Torchtitan), "torchtitan", "", "torchtitan (FSDP2, torch.compile optional)"},

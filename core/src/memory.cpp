@@ -296,6 +296,13 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         }
         mem.gradients = std::min(mem.gradients, largest * tb.gradients / c.plan.dense.gradients);
     }
+    // ---- torch DDP without gradient_as_bucket_view (training.hpp ddp_bucket_view):
+    // the Reducer's flat buckets span every trainable gradient, allocated when the
+    // model is wrapped and kept for the run.
+    if (runs_torch_ddp(t) && !t.ddp_bucket_view) {
+        mem.ddp_buckets = mem.gradients;
+        mem.gradients += mem.ddp_buckets;
+    }
 
     // ---- activations: micro-batches in flight on this stage times the
     // stored bytes per layer; the embedding side per in-flight micro-batch;
@@ -384,7 +391,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // gradient dtype, two under overlap_comm, also on one rank
         // (runtime/zero/stage_1_and_2.py, DeepSpeedZeroOptimizer.backward: ipg_buffer).
         temp += (t.ds_overlap_comm ? 2.0 : 1.0) * t.ds_reduce_bucket * c.bpp.gradients;
-    } else if (c.plan.dp_group.size > 1 && t.zero_stage < 3) {
+    } else if (c.plan.dp_group.size > 1 && t.zero_stage < 3 && !runs_torch_ddp(t)) {
         temp += def.grad_bucket_bytes;
     }
     if (lay.cp > 1) {

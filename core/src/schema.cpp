@@ -307,6 +307,9 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::ds_overlap_comm>("training", "ds_overlap_comm", "--ds-overlap-comm", "DeepSpeed overlap_comm", boolean(),
                                           "DeepSpeed zero_optimization.overlap_comm: ZeRO-1/2 double-buffer the reduce bucket (default off, DeepSpeed's for stages 1-2)",
                                           TP_AT(setup.ds_overlap_comm)));
+    f.push_back(row<&In::ddp_bucket_view>("training", "ddp_bucket_view", "--ddp-bucket-view", "DDP gradient_as_bucket_view", boolean(),
+                                          "torch DDP gradient_as_bucket_view: on makes the gradients views of the all-reduce buckets; off (PyTorch's default) keeps a second, gradient-sized copy in them",
+                                          TP_AT(setup.ddp_bucket_view)));
     f.push_back(row<&In::seq_len>("training", "seq_len", "--seq-len", "Sequence length", integer(1, 16 * 1024 * 1024),
                                   "Sequence length in tokens (default 2048)", TP_AT(setup.seq_len)));
     f.push_back(row<&In::micro_batch>("training", "micro_batch", "--micro-batch", "Micro-batch", integer(1, 1 << 20),

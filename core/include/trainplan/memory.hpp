@@ -53,6 +53,7 @@ struct ModelStates {
 struct MemoryBreakdown {
     double weights = 0;
     double gradients = 0;
+    double ddp_buckets = 0;     // the part of `gradients` that is torch DDP's bucket copy
     double optimizer = 0;       // includes master weights
     double master_weights = 0;  // the part of `optimizer` that is the fp32 master copy
     double activations = 0;

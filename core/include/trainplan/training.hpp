@@ -64,7 +64,7 @@ enum class Framework {
 enum class Stack {
     GenericEager,  // plain PyTorch model code under torch.autocast (the default)
     HfPeft,        // Hugging Face transformers (+ PEFT, Trainer / accelerate)
-    HfFused,       // transformers with fused kernels (flash-attn fused CE / RMSNorm / SwiGLU)
+    HfFused,       // transformers with flash-attn CE / RMSNorm patched in (whyNLP/tinyllama)
     Unsloth,
     LitGPT,
     Torchtitan,
@@ -182,6 +182,13 @@ struct TrainingSetup {
     // 5e8 elements, overlap_comm false for stages 1 and 2 (DeepSpeed config docs).
     double ds_reduce_bucket = 5e8;
     bool ds_overlap_comm = false;
+    // torch.nn.parallel.DistributedDataParallel gradient_as_bucket_view (PyTorch
+    // docs; default False, and accelerate / the HF Trainer, Lightning / Fabric and
+    // LitGPT leave it so). Off, DDP's Reducer keeps flat all-reduce buckets covering
+    // every trainable parameter and copies the gradients into them: a second
+    // gradient-sized allocation ("the saved memory size will be equal to the total
+    // gradients size" when on). On, the gradients are views into the buckets.
+    bool ddp_bucket_view = false;
     bool tp_comm_overlap = false;  // Megatron-Core --tp-comm-overlap / --overlap-param-gather
     // Reduce gradients in 16 bits even where they are kept in fp32 (Megatron
     // --grad-reduce-in-bf16; FSDP MixedPrecision(reduce_dtype=bf16)).
@@ -211,6 +218,13 @@ struct TrainingSetup {
 [[nodiscard]] constexpr bool engine_casts_model(const TrainingSetup& t) {
     return t.fsdp == FsdpStrategy::None &&
            ((t.framework == Framework::DeepSpeed && t.zero_stage >= 1) || t.framework == Framework::Megatron);
+}
+
+// Plain torch DistributedDataParallel replicates the model: autocast or pure
+// 16-bit bookkeeping, no FSDP, no optimizer sharding of an engine, more than one
+// data-parallel rank (one process trains alone, unwrapped).
+[[nodiscard]] constexpr bool runs_torch_ddp(const TrainingSetup& t) {
+    return t.framework == Framework::PyTorchAMP && t.fsdp == FsdpStrategy::None && t.zero_stage == 0 && t.layout.dp > 1;
 }
 
 // What surrounds the step: data pipeline, clocks, and the economics of a run.
