@@ -117,6 +117,29 @@ TEST_CASE("GeForce large GEMMs reach the measured rate, not a default fraction o
     CHECK(sustained("a10g") < 0.6 * tp_test::gpu("a10").peak_flops(NumericFormat::BF16) / TF);
 }
 
+TEST_CASE("fp32 GEMMs on A100 CUDA cores run at the measured cuBLAS SGEMM rate", "[hardware][presets][time]") {
+    // cuBLAS SGEMM 5120 x 4096 x 4096 on an A100 80GB PCIe: 18.88 of 19.49 TFLOP/s
+    // (Yinghan-Li/YHs_Sample issue #4); the tensor-core MAMF fraction (0.869 on SXM)
+    // does not apply to CUDA-core math.
+    for (const char* id : {"a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb"}) {
+        const GpuSpec g = tp_test::gpu(id);
+        CAPTURE(id);
+        CHECK(g.peak_flops(NumericFormat::FP32) * g.sgemm_efficiency / TF == Approx(18.88).epsilon(0.01));
+    }
+    // An fp32 step: only its GEMMs speed up, by at most 0.969 / 0.869 over the
+    // tensor-core fraction standing in.
+    Scenario with = scenario("llama-3.2-1b", "a100-sxm-80gb", 1, "fp32");
+    Scenario without = with;
+    without.cluster.gpu.sgemm_efficiency = 0;
+    const double r = estimate_time(with).time.compute_s / estimate_time(without).time.compute_s;
+    CHECK(r < 0.99);
+    CHECK(r >= 0.869 / 0.969 - 1e-9);
+    // bf16 never reads it.
+    Scenario bf16 = scenario("llama-3.2-1b", "a100-sxm-80gb", 1), bf16_without = bf16;
+    bf16_without.cluster.gpu.sgemm_efficiency = 0;
+    CHECK(estimate_time(bf16).time.compute_s == Approx(estimate_time(bf16_without).time.compute_s).epsilon(1e-12));
+}
+
 TEST_CASE("bf16 on Volta is refused; fp16-mixed is the remedy", "[hardware][rules]") {
     // V100 tensor cores take fp16 only; torch.matmul on a V100S runs bf16 at 9.85 TFLOP/s
     // against 88.92 fp16 and 13.55 fp32 (zzc0721/torch-performance-test-data).

@@ -268,8 +268,10 @@ Hw make_hw(const Scenario& s) {
     hw.attn_peak = c.gpu.peak_flops(fmt == NumericFormat::FP8 ? NumericFormat::BF16 : fmt);
     hw.bw = c.gpu.memory_bandwidth_Bps * hw.eff.hbm;
     hw.sms = c.gpu.sm_count > 0 ? c.gpu.sm_count : 108;
-    // CUDA-core SGEMM: no tensor-core tiling limits, but the same large-GEMM fraction.
+    // CUDA-core SGEMM: no tensor-core tiling limits; its own measured large-GEMM
+    // fraction where the preset has one (sgemm_efficiency), else the tensor-core one.
     if (t.precision == Precision::FP32) hw.attn_peak = hw.peak;
+    if (fmt == NumericFormat::FP32 && c.gpu.sgemm_efficiency > 0) hw.eff.gemm = c.gpu.sgemm_efficiency * s.calibration.gemm;
     return hw;
 }
 

@@ -26,6 +26,9 @@ struct GpuSpec {
     int nvlink_gpus = 0;                    // GPUs one NVLink domain joins (2 for a bridge); 0 = the whole node
     bool p2p = true;                        // peer access over PCIe (an NVLink bridge gives it to its pair regardless)
     double matmul_efficiency = 0;           // 0 = not given (time model uses its default)
+    // Large fp32 GEMMs on the CUDA cores (no TF32): fraction of fp32_flops that
+    // cuBLAS SGEMM sustains. 0 = not given: the tensor-core matmul_efficiency stands in.
+    double sgemm_efficiency = 0;
     double memory_bandwidth_efficiency = 0; // 0 = not given
     double price_usd = 0;                   // 0 = not given
     int sm_count = 0;                       // streaming multiprocessors (GEMM wave quantization); 0 = not given
