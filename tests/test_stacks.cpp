@@ -6,6 +6,8 @@
 
 #include "helpers.hpp"
 #include "trainplan/app/format.hpp"
+#include "trainplan/fit.hpp"
+#include "trainplan/moves.hpp"
 #include "trainplan/opgraph.hpp"
 #include "trainplan/policy.hpp"
 #include "trainplan/time.hpp"
@@ -533,4 +535,39 @@ TEST_CASE("stacks: torch DDP keeps a gradient-sized bucket copy unless gradient_
     s.setup.layout.dp = 2;
     s.setup.framework = Framework::Megatron;
     CHECK(estimate_memory(s).peak().ddp_buckets == 0);
+}
+
+TEST_CASE("stacks: gradient_as_bucket_view is offered where the bucket copy is what overflows, and saves the copy back", "[stacks][memory][time][fit]") {
+    const double psi = 6'738'415'616.0;
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16Mixed, 512);
+    s.setup.framework = Framework::PyTorchAMP;
+    s.cluster.num_gpus = 2;
+    s.setup.layout.dp = 2;
+    const double total = estimate_memory(s).peak().total;
+    // A card 1 x psi bytes short of the run: dropping the 4 x psi bucket copy is
+    // enough on its own, so it is offered alone; its total is the run's less the copy.
+    s.cluster.gpu.capacity_bytes = total - psi;
+    const FitReport rep = check_fit(s, 20);
+    REQUIRE_FALSE(rep.fits);
+    const Remedy* view = nullptr;
+    for (const Remedy& r : rep.remedies)
+        if (r.changes == std::vector<std::string>{"ddp_bucket_view: off -> on"}) view = &r;
+    REQUIRE(view != nullptr);
+    CHECK(view->memory.total == Approx(total - 4.0 * psi).epsilon(1e-6));
+    CHECK_FALSE(view->changes_result);
+    // Time: without the view the Reducer scales each gradient into its bucket and
+    // copies the reduced bucket back (a read and a write each way, 4 passes over
+    // the fp32 gradients); with it only the in-place scaling is left (2 passes).
+    const double bw = s.cluster.gpu.memory_bandwidth_Bps *
+                      (s.cluster.gpu.memory_bandwidth_efficiency > 0 ? s.cluster.gpu.memory_bandwidth_efficiency : policy().hbm_efficiency);
+    const double off = estimate_time(s).time.dp_exposed_s;
+    s.setup.ddp_bucket_view = true;
+    const double on = estimate_time(s).time.dp_exposed_s;
+    CHECK(off - on == Approx(2.0 * 4.0 * psi / bw).epsilon(1e-6));
+    // Nothing to offer once it is on, or where the engine is not torch DDP.
+    Changes ch;
+    CHECK_FALSE(set_ddp_bucket_view(s, ch));
+    s.setup.ddp_bucket_view = false;
+    s.setup.framework = Framework::DeepSpeed;
+    CHECK_FALSE(set_ddp_bucket_view(s, ch));
 }

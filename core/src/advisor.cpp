@@ -110,6 +110,10 @@ void same_hardware_remedies(Catalogue& c) {
     if (t.precision != Precision::FP32)
         c.add("FlashAttention", "exact attention; needs fp16/bf16", false,
               [](Scenario& x, Changes& ch, Advice&) { return set_flash_attention(x, ch); });
+    c.addresses({B::Memory, B::Communication});
+    if (runs_torch_ddp(t) && !t.ddp_bucket_view)
+        c.add("DDP gradient_as_bucket_view=True", "gradients become views into the all-reduce buckets: no bucket copy", false,
+              [](Scenario& x, Changes& ch, Advice&) { return set_ddp_bucket_view(x, ch); });
     c.addresses({B::Memory, B::Compute});
     for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
         c.add(std::string(r == Recompute::None ? "no" : to_string(r)) + " activation recompute",

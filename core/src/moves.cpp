@@ -84,6 +84,13 @@ bool set_flash_attention(Scenario& s, Changes& ch) {
     return true;
 }
 
+bool set_ddp_bucket_view(Scenario& s, Changes& ch) {
+    if (!runs_torch_ddp(s.setup) || s.setup.ddp_bucket_view) return false;
+    ch.note("ddp_bucket_view", "off", "on");
+    s.setup.ddp_bucket_view = true;
+    return true;
+}
+
 bool set_precision(Scenario& s, Precision p, Changes& ch) {
     if (s.setup.precision == p) return false;
     ch.note("precision", to_string(s.setup.precision), to_string(p));

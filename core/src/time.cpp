@@ -562,7 +562,9 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         // the last reduction: a read and a write of the gradients each way, on
         // the critical path. Megatron's DDP reduces its contiguous main-grad
         // buffer in place (no copies).
-        if (t.framework == Framework::PyTorchAMP) tb.dp_exposed_s += 4.0 * grad_bytes / c.hw.bw;
+        // With gradient_as_bucket_view the gradients are the buckets: only the
+        // in-place scaling (bucket_view.div_) is left, a read and a write.
+        if (runs_torch_ddp(t)) tb.dp_exposed_s += (t.ddp_bucket_view ? 2.0 : 4.0) * grad_bytes / c.hw.bw;
     }
     tb.dp_intra_bytes = intra_bytes;
     tb.dp_inter_bytes = inter_bytes;

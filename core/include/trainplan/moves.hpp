@@ -38,6 +38,9 @@ bool set_method(Scenario& s, Method m, Changes& ch);
 // ---- single settings
 bool set_recompute(Scenario& s, Recompute r, Changes& ch);      // either direction
 bool set_flash_attention(Scenario& s, Changes& ch);
+// torch DDP's gradient_as_bucket_view=True: drops the bucket copy of the gradients
+// (false where the run is not plain torch DDP or the view is already on).
+bool set_ddp_bucket_view(Scenario& s, Changes& ch);
 bool set_precision(Scenario& s, Precision p, Changes& ch);
 bool set_optimizer(Scenario& s, OptimizerKind o, Changes& ch);
 bool set_zero(Scenario& s, int stage, Changes& ch);              // needs dp > 1 to shard anything
