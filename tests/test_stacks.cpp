@@ -504,6 +504,18 @@ TEST_CASE("eager attention's fp32 softmax keeps one copy in fp32 training (the c
     CHECK(graph("llama-2-7b", Stack::HfPeft, Precision::FP32, false).stored_none.squared == Approx(32 * 4.0));
 }
 
+namespace {
+constexpr double kLlama2_7bParams = 6'738'415'616.0;  // the Hugging Face checkpoint's count
+// Llama-2-7B full fine-tune under torch.autocast, wrapped in torch DDP over 2 ranks.
+Scenario ddp_llama7b() {
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16Mixed, 512);
+    s.setup.framework = Framework::PyTorchAMP;
+    s.cluster.num_gpus = 2;
+    s.setup.layout.dp = 2;
+    return s;
+}
+}  // namespace
+
 TEST_CASE("stacks: torch DDP keeps a gradient-sized bucket copy unless gradient_as_bucket_view", "[stacks][memory]") {
     // Llama-2-7B (6,738,415,616 parameters, the Hugging Face checkpoint's count),
     // full fine-tune under torch.autocast: fp32 gradients, 4 B per parameter.
@@ -511,11 +523,8 @@ TEST_CASE("stacks: torch DDP keeps a gradient-sized bucket copy unless gradient_
     // span every gradient, one more copy: 4 x 6,738,415,616 B (PyTorch DDP docs,
     // gradient_as_bucket_view: "the saved memory size will be equal to the total
     // gradients size").
-    const double psi = 6'738'415'616.0;
-    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16Mixed, 512);
-    s.setup.framework = Framework::PyTorchAMP;
-    s.cluster.num_gpus = 2;
-    s.setup.layout.dp = 2;
+    const double psi = kLlama2_7bParams;
+    Scenario s = ddp_llama7b();
     const MemoryBreakdown ddp = estimate_memory(s).peak();
     CHECK(ddp.ddp_buckets == Approx(4.0 * psi).epsilon(1e-9));
     CHECK(ddp.gradients == Approx(8.0 * psi).epsilon(1e-9));
@@ -538,11 +547,8 @@ TEST_CASE("stacks: torch DDP keeps a gradient-sized bucket copy unless gradient_
 }
 
 TEST_CASE("stacks: gradient_as_bucket_view is offered where the bucket copy is what overflows, and saves the copy back", "[stacks][memory][time][fit]") {
-    const double psi = 6'738'415'616.0;
-    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16Mixed, 512);
-    s.setup.framework = Framework::PyTorchAMP;
-    s.cluster.num_gpus = 2;
-    s.setup.layout.dp = 2;
+    const double psi = kLlama2_7bParams;
+    Scenario s = ddp_llama7b();
     const double total = estimate_memory(s).peak().total;
     // A card 1 x psi bytes short of the run: dropping the 4 x psi bucket copy is
     // enough on its own, so it is offered alone; its total is the run's less the copy.
