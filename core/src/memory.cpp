@@ -283,6 +283,10 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         (t.param_offload == Offload::CPU ? host : nvme) += mem.weights;
         mem.weights = 0;
     }
+    // ---- torch DDP without gradient_as_bucket_view (training.hpp ddp_bucket_view):
+    // the Reducer's flat buckets span every trainable gradient, allocated when the
+    // model is wrapped and kept for the run, whatever frees the .grad tensors.
+    if (runs_torch_ddp(t) && !t.ddp_bucket_view) mem.ddp_buckets = mem.gradients;
     // ---- optimizer in backward (training.hpp): each gradient is stepped and freed
     // as backward produces it, so one tensor's gradient is resident at a time: the
     // largest trainable tensor (an expert's matrix, not the stacked experts; its TP
@@ -296,13 +300,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         }
         mem.gradients = std::min(mem.gradients, largest * tb.gradients / c.plan.dense.gradients);
     }
-    // ---- torch DDP without gradient_as_bucket_view (training.hpp ddp_bucket_view):
-    // the Reducer's flat buckets span every trainable gradient, allocated when the
-    // model is wrapped and kept for the run.
-    if (runs_torch_ddp(t) && !t.ddp_bucket_view) {
-        mem.ddp_buckets = mem.gradients;
-        mem.gradients += mem.ddp_buckets;
-    }
+    mem.gradients += mem.ddp_buckets;
 
     // ---- activations: micro-batches in flight on this stage times the
     // stored bytes per layer; the embedding side per in-flight micro-batch;

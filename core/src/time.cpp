@@ -250,11 +250,6 @@ Hw make_hw(const Scenario& s) {
     // FlashAttention kernels exist for fp16/bf16 only; in fp32 PyTorch's SDPA
     // runs the memory-efficient kernel, which performs like FlashAttention v1.
     hw.eff = efficiencies(c.gpu, t.precision == Precision::FP32 ? AttentionKernel::Flash1 : t.attention_kernel);
-    // Calibration hook (calibrate.hpp): multipliers fitted to measured runs.
-    hw.eff.gemm *= s.calibration.gemm;
-    hw.eff.attention_fwd *= s.calibration.attention;
-    hw.eff.attention_bwd *= s.calibration.attention;
-    hw.eff.hbm *= s.calibration.hbm;
     NumericFormat fmt = NumericFormat::BF16;
     switch (t.precision) {
         // PyTorch runs fp32 matmuls on CUDA cores unless TF32 is enabled
@@ -266,12 +261,17 @@ Hw make_hw(const Scenario& s) {
     }
     hw.peak = c.gpu.peak_flops(fmt);
     hw.attn_peak = c.gpu.peak_flops(fmt == NumericFormat::FP8 ? NumericFormat::BF16 : fmt);
-    hw.bw = c.gpu.memory_bandwidth_Bps * hw.eff.hbm;
-    hw.sms = c.gpu.sm_count > 0 ? c.gpu.sm_count : 108;
     // CUDA-core SGEMM: no tensor-core tiling limits; its own measured large-GEMM
     // fraction where the preset has one (sgemm_efficiency), else the tensor-core one.
     if (t.precision == Precision::FP32) hw.attn_peak = hw.peak;
-    if (fmt == NumericFormat::FP32 && c.gpu.sgemm_efficiency > 0) hw.eff.gemm = c.gpu.sgemm_efficiency * s.calibration.gemm;
+    if (fmt == NumericFormat::FP32 && c.gpu.sgemm_efficiency > 0) hw.eff.gemm = c.gpu.sgemm_efficiency;
+    // Calibration hook (calibrate.hpp): multipliers fitted to measured runs.
+    hw.eff.gemm *= s.calibration.gemm;
+    hw.eff.attention_fwd *= s.calibration.attention;
+    hw.eff.attention_bwd *= s.calibration.attention;
+    hw.eff.hbm *= s.calibration.hbm;
+    hw.bw = c.gpu.memory_bandwidth_Bps * hw.eff.hbm;
+    hw.sms = c.gpu.sm_count > 0 ? c.gpu.sm_count : 108;
     return hw;
 }
 
