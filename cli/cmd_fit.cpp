@@ -47,7 +47,9 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
         fmt::format("{} layers x {:g} micro-batch{} in flight, recompute {}", st.layers, st.microbatches_in_flight,
                     st.microbatches_in_flight == 1 ? "" : "es", to_string(t.recompute)));
     row("logits", m.logits, m.logits > 0 ? fmt::format("loss copies of the logits ({} stack)", to_string(t.stack)) : "");
-    row("temporary", m.temporary, "buffers, gathered layers, recompute working set");
+    row("temporary", m.temporary,
+        m.peak_at_step ? "peak at the optimizer step: " + gb(m.step_copies) + " of gradient copies, partly in the freed activations' place"
+                       : "buffers, gathered layers, recompute working set");
     row("framework", m.framework, "CUDA context, cuBLAS workspace, NCCL buffers");
     row("fragmentation", m.fragmentation, "allocator reserve (share of the transient bytes)");
     out << "  " << std::string(27, '-') << '\n';

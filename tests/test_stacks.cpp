@@ -582,3 +582,43 @@ TEST_CASE("stacks: gradient_as_bucket_view is offered where the bucket copy is w
     s.setup.framework = Framework::DeepSpeed;
     CHECK_FALSE(set_ddp_bucket_view(s, ch));
 }
+
+TEST_CASE("DeepSpeed ZeRO: the optimizer step's fp32 gradient copies set the peak when backward holds less", "[stacks][memory]") {
+    // Before each group's Adam step DeepSpeed flattens the rank's 16-bit gradient
+    // partition and casts it to fp32, `flatten(averaged_gradients).to(fp32)`:
+    // 2 + 4 B per element at once (runtime/zero/stage_1_and_2.py step; stage3.py
+    // _prepare_fp32_grad_for_sub_group, one sub-group of at least sub_group_size
+    // elements at a time). Llama-2-7B, bf16, full recompute, 512 tokens: backward
+    // holds about a gigabyte, so the step is the peak.
+    const double psi = kLlama2_7bParams;
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16Mixed, 512);
+    s.setup.framework = Framework::DeepSpeed;
+    s.setup.recompute = Recompute::Full;
+    // ZeRO-3 over 8 ranks: states 16 B x psi / 8 (ZeRO paper), the partition
+    // psi / 8 = 842,301,952 elements under the 1e9 sub-group: 6 B each.
+    s.cluster.num_gpus = 8;
+    s.setup.layout.dp = 8;
+    s.setup.zero_stage = 3;
+    const MemoryBreakdown z3 = estimate_memory(s).peak();
+    CHECK(z3.allocated == Approx((16.0 + 6.0) * psi / 8).epsilon(1e-3));
+    CHECK(z3.step_copies == Approx(6.0 * psi / 8).epsilon(1e-9));
+    CHECK(z3.peak_at_step);
+    // ZeRO-2: 16-bit weights whole, gradients and the optimizer sharded, the same
+    // partition copied: 2 psi + (2 + 12 + 6) psi / 8.
+    s.setup.zero_stage = 2;
+    CHECK(estimate_memory(s).peak().allocated == Approx(2.0 * psi + 20.0 * psi / 8).epsilon(1e-3));
+    // ZeRO-3 on one rank: the partition is the model; 1e9-element sub-groups.
+    s.cluster.num_gpus = 1;
+    s.setup.layout.dp = 1;
+    s.setup.zero_stage = 3;
+    CHECK(estimate_memory(s).peak().allocated == Approx(16.0 * psi + 6.0e9).epsilon(1e-3));
+    s.setup.ds_sub_group_size = 5e8;
+    CHECK(estimate_memory(s).peak().allocated == Approx(16.0 * psi + 3.0e9).epsilon(1e-3));
+    // ZeRO-Offload steps on the CPU from host copies: no device copies, and the
+    // backward peak returns.
+    s.setup.optimizer_offload = Offload::CPU;
+    const MemoryBreakdown off = estimate_memory(s).peak();
+    CHECK(off.allocated - off.weights - off.gradients - off.optimizer < 2.5e9);
+    CHECK(off.step_copies == 0);
+    CHECK_FALSE(off.peak_at_step);
+}

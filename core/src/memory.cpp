@@ -404,6 +404,27 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         const double ffn = static_cast<double>(m.is_moe() ? m.moe.expert_ffn : m.ffn);
         temp += std::max(h * ffn, h * static_cast<double>(m.q_dim())) / tp * 2.0;
     }
+    // ---- the optimizer step. DeepSpeed's ZeRO optimizers step on fp32 copies of
+    // the 16-bit gradients: each parameter group's (ZeRO-1/2) or sub-group's
+    // (ZeRO-3, ds_sub_group_size) partition is flattened into one 16-bit tensor
+    // and cast to fp32, `flatten(averaged_gradients).to(fp32)`, before its Adam
+    // step (runtime/zero/stage_1_and_2.py step; stage3.py
+    // _prepare_fp32_grad_for_sub_group): 2 + 4 B per element at once. The step runs
+    // after backward has freed the activations, logits and backward buffers, and
+    // the copies reuse those bytes: only what they need beyond them raises the
+    // peak. (The largest trainable group is taken as the whole partition: the HF
+    // Trainer's no-decay group holds only norms and biases. A ZeRO-3 sub-group
+    // closes once it reaches sub_group_size, so min() is a lower bound by at most
+    // one tensor. The CPU step of the offload path reads host copies instead.)
+    if (t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None && t.zero_stage >= 1 &&
+        t.optimizer_offload == Offload::None && tb.master > 0) {
+        double group = mem.master_weights / tb.master;  // elements of this rank's partition
+        if (t.zero_stage == 3) group = std::min(group, t.ds_sub_group_size);
+        mem.step_copies = group * (tb.gradients + 4.0);
+        const double backward = mem.activations + mem.logits + temp;
+        mem.peak_at_step = mem.step_copies > backward;
+        temp += std::max(0.0, mem.step_copies - backward);
+    }
     mem.temporary = temp;
 
     mem.allocated = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.logits + mem.temporary;

@@ -307,6 +307,10 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::ds_overlap_comm>("training", "ds_overlap_comm", "--ds-overlap-comm", "DeepSpeed overlap_comm", boolean(),
                                           "DeepSpeed zero_optimization.overlap_comm: ZeRO-1/2 double-buffer the reduce bucket (default off, DeepSpeed's for stages 1-2)",
                                           TP_AT(setup.ds_overlap_comm)));
+    f.push_back(row<&In::ds_sub_group_size>("training", "ds_sub_group_size", "--ds-sub-group-size", "DeepSpeed sub_group_size",
+                                            number(1, 1e15),
+                                            "DeepSpeed zero_optimization.sub_group_size in elements: the ZeRO-3 step copies one sub-group's gradients at a time (default 1e9, DeepSpeed's)",
+                                            TP_AT(setup.ds_sub_group_size)));
     f.push_back(row<&In::ddp_bucket_view>("training", "ddp_bucket_view", "--ddp-bucket-view", "DDP gradient_as_bucket_view", boolean(),
                                           "torch DDP gradient_as_bucket_view: on makes the gradients views of the all-reduce buckets; off (PyTorch's default) keeps a second, gradient-sized copy in them",
                                           TP_AT(setup.ddp_bucket_view)));

@@ -59,6 +59,11 @@ struct MemoryBreakdown {
     double activations = 0;
     double logits = 0;
     double temporary = 0;
+    // DeepSpeed's optimizer-step gradient copies (memory.cpp); when they outgrow
+    // what backward holds, the peak is at the step: `temporary` then carries their
+    // excess over the freed activations, logits and backward buffers.
+    double step_copies = 0;
+    bool peak_at_step = false;
     double framework = 0;
     double fragmentation = 0;
     double total = 0;           // everything above except master_weights (already in optimizer)

@@ -182,6 +182,11 @@ struct TrainingSetup {
     // 5e8 elements, overlap_comm false for stages 1 and 2 (DeepSpeed config docs).
     double ds_reduce_bucket = 5e8;
     bool ds_overlap_comm = false;
+    // DeepSpeed ZeRO-3 zero_optimization.sub_group_size (elements; DeepSpeed's
+    // default 1e9, runtime/zero/config.py): the step walks the rank's partition
+    // in sub-groups of at least this many elements (stage3.py
+    // _create_fp16_sub_groups), one sub-group's gradient copies at a time.
+    double ds_sub_group_size = 1e9;
     // torch.nn.parallel.DistributedDataParallel gradient_as_bucket_view (PyTorch
     // docs; default False, and accelerate / the HF Trainer, Lightning / Fabric and
     // LitGPT leave it so). Off, DDP's Reducer keeps flat all-reduce buckets covering
