@@ -514,6 +514,16 @@ Scenario ddp_llama7b() {
     s.setup.layout.dp = 2;
     return s;
 }
+// The remedy `fit` offers for a run `short_by` bytes over its card whose only
+// change is `change` (nullptr where none is), checked to need it.
+const Remedy* sole_remedy(Scenario s, double short_by, const std::string& change, FitReport& rep) {
+    s.cluster.gpu.capacity_bytes = estimate_memory(s).peak().total - short_by;
+    rep = check_fit(s, 20);
+    REQUIRE_FALSE(rep.fits);
+    for (const Remedy& r : rep.remedies)
+        if (r.changes == std::vector<std::string>{change}) return &r;
+    return nullptr;
+}
 }  // namespace
 
 TEST_CASE("stacks: torch DDP keeps a gradient-sized bucket copy unless gradient_as_bucket_view", "[stacks][memory]") {
@@ -557,12 +567,8 @@ TEST_CASE("stacks: gradient_as_bucket_view is offered where the bucket copy is w
     const double total = estimate_memory(s).peak().total;
     // A card 1 x psi bytes short of the run: dropping the 4 x psi bucket copy is
     // enough on its own, so it is offered alone; its total is the run's less the copy.
-    s.cluster.gpu.capacity_bytes = total - psi;
-    const FitReport rep = check_fit(s, 20);
-    REQUIRE_FALSE(rep.fits);
-    const Remedy* view = nullptr;
-    for (const Remedy& r : rep.remedies)
-        if (r.changes == std::vector<std::string>{"ddp_bucket_view: off -> on"}) view = &r;
+    FitReport rep;
+    const Remedy* view = sole_remedy(s, psi, "ddp_bucket_view: off -> on", rep);
     REQUIRE(view != nullptr);
     CHECK(view->memory.total == Approx(total - 4.0 * psi).epsilon(1e-6));
     CHECK_FALSE(view->changes_result);
@@ -583,22 +589,31 @@ TEST_CASE("stacks: gradient_as_bucket_view is offered where the bucket copy is w
     CHECK_FALSE(set_ddp_bucket_view(s, ch));
 }
 
+namespace {
+// Llama-2-7B full fine-tune in bf16 under DeepSpeed ZeRO-3 over 8 ranks, full
+// recompute, 512 tokens: backward holds about a gigabyte.
+Scenario ds_zero3_llama7b() {
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16Mixed, 512);
+    s.setup.framework = Framework::DeepSpeed;
+    s.setup.recompute = Recompute::Full;
+    s.cluster.num_gpus = 8;
+    s.setup.layout.dp = 8;
+    s.setup.zero_stage = 3;
+    return s;
+}
+}  // namespace
+
 TEST_CASE("DeepSpeed ZeRO: the optimizer step's fp32 gradient copies set the peak when backward holds less", "[stacks][memory]") {
     // Before each group's Adam step DeepSpeed flattens the rank's 16-bit gradient
     // partition and casts it to fp32, `flatten(averaged_gradients).to(fp32)`:
     // 2 + 4 B per element at once (runtime/zero/stage_1_and_2.py step; stage3.py
     // _prepare_fp32_grad_for_sub_group, one sub-group of at least sub_group_size
-    // elements at a time). Llama-2-7B, bf16, full recompute, 512 tokens: backward
-    // holds about a gigabyte, so the step is the peak.
+    // elements at a time). In ds_zero3_llama7b backward holds about a gigabyte, so
+    // the step is the peak.
     const double psi = kLlama2_7bParams;
-    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16Mixed, 512);
-    s.setup.framework = Framework::DeepSpeed;
-    s.setup.recompute = Recompute::Full;
+    Scenario s = ds_zero3_llama7b();
     // ZeRO-3 over 8 ranks: states 16 B x psi / 8 (ZeRO paper), the partition
     // psi / 8 = 842,301,952 elements under the 1e9 sub-group: 6 B each.
-    s.cluster.num_gpus = 8;
-    s.setup.layout.dp = 8;
-    s.setup.zero_stage = 3;
     const MemoryBreakdown z3 = estimate_memory(s).peak();
     CHECK(z3.allocated == Approx((16.0 + 6.0) * psi / 8).epsilon(1e-3));
     CHECK(z3.step_copies == Approx(6.0 * psi / 8).epsilon(1e-9));
@@ -621,4 +636,28 @@ TEST_CASE("DeepSpeed ZeRO: the optimizer step's fp32 gradient copies set the pea
     CHECK(off.allocated - off.weights - off.gradients - off.optimizer < 2.5e9);
     CHECK(off.step_copies == 0);
     CHECK_FALSE(off.peak_at_step);
+}
+
+TEST_CASE("DeepSpeed ZeRO-3: a smaller sub_group_size is offered where the step's copies overflow", "[stacks][memory][fit]") {
+    Scenario s = ds_zero3_llama7b();
+    // A card 1 GB short of the run, whose peak is the step's 6 x psi / 8 B of copies.
+    REQUIRE(estimate_memory(s).peak().peak_at_step);
+    FitReport rep;
+    const Remedy* sub = sole_remedy(s, 1e9, "ds_sub_group_size: 1e+09 -> 1e+08", rep);
+    REQUIRE(sub != nullptr);
+    CHECK_FALSE(sub->changes_result);
+    // The remedy's total is the run's with 1e8-element sub-groups: 6 x 1e8 B of copies.
+    Scenario x = s;
+    x.setup.ds_sub_group_size = 1e8;
+    const MemoryBreakdown small = estimate_memory(x).peak();
+    CHECK(small.step_copies == Approx(6e8));
+    CHECK(sub->memory.total == Approx(small.total).epsilon(1e-9));
+    CHECK(sub->memory.total < estimate_memory(s).peak().total - 1e9);
+    // Not offered where backward, not the step, sets the peak (no recompute, 4,096 tokens).
+    Changes ch;
+    x = s;
+    x.setup.recompute = Recompute::None;
+    x.setup.seq_len = 4096;
+    REQUIRE_FALSE(estimate_memory(x).peak().peak_at_step);
+    CHECK_FALSE(shrink_ds_sub_group(x, ch));
 }

@@ -71,6 +71,8 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
         {"FlashAttention", 0, false, "none: exact attention, usually faster", set_flash_attention},
         {"DDP gradient_as_bucket_view=True", 0, false, "none: the gradients become views into DDP's all-reduce buckets",
          set_ddp_bucket_view},
+        {"DeepSpeed sub_group_size=1e8", 0, false, "none: the ZeRO-3 step copies its gradients to fp32 a tenth at a time",
+         shrink_ds_sub_group},
         {"selective recompute", 1, false, "~2-4 % more compute (attention core recomputed)",
          [](Scenario& x, Changes& c) { return more_recompute(x, c, Recompute::Selective); }},
         {"smaller micro-batch, more accumulation", 2, false, "same global batch; smaller GEMMs run less efficiently",
@@ -100,6 +102,7 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
     const std::vector<std::pair<std::string, Apply>> supports = {
         {"FlashAttention", set_flash_attention},
         {"DDP bucket view", set_ddp_bucket_view},
+        {"DeepSpeed sub_group_size", shrink_ds_sub_group},
         {"selective recompute", [](Scenario& x, Changes& c) { return more_recompute(x, c, Recompute::Selective); }},
         {"full recompute", [](Scenario& x, Changes& c) { return more_recompute(x, c, Recompute::Full); }},
         {"micro-batch", shrink_micro_batch},

@@ -1,6 +1,7 @@
 #include "trainplan/moves.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 #include "trainplan/memory.hpp"
 
@@ -88,6 +89,19 @@ bool set_ddp_bucket_view(Scenario& s, Changes& ch) {
     if (!runs_torch_ddp(s.setup) || s.setup.ddp_bucket_view) return false;
     ch.note("ddp_bucket_view", "off", "on");
     s.setup.ddp_bucket_view = true;
+    return true;
+}
+
+bool shrink_ds_sub_group(Scenario& s, Changes& ch) {
+    constexpr double kSmaller = 1e8;
+    if (s.setup.zero_stage != 3 || s.setup.ds_sub_group_size <= kSmaller || !estimate_memory(s).peak().peak_at_step) return false;
+    auto g = [](double v) {
+        std::ostringstream o;
+        o << v;
+        return o.str();
+    };
+    ch.note("ds_sub_group_size", g(s.setup.ds_sub_group_size), g(kSmaller));
+    s.setup.ds_sub_group_size = kSmaller;
     return true;
 }
 
