@@ -706,6 +706,10 @@ void MainWindow::showResults() {
         }
         const QString text = gbtext(v);
         if (mem_table_->item(r, 1)->text() != text) mem_table_->item(r, 1)->setText(text);
+        // Where DeepSpeed's step copies set the peak, the temporary row is them
+        // (beyond the freed activations): say so in its name.
+        const QString key = std::string_view(name) == "temporary" && m.peak_at_step ? QString("temporary (optimizer step)") : QString(name);
+        if (mem_table_->item(r, 0)->text() != key) mem_table_->item(r, 0)->setText(key);
         ++r;
     }
     // Charts are updated in place when their shape is unchanged (a repaint re-lays

@@ -153,9 +153,11 @@ Diagnosis diagnose(const Scenario& s, const MemoryBreakdown& m, const TimeEstima
     Diagnosis d;
     const TimeBreakdown& t = te.time;
     const double step = t.step_s;
+    std::string rest = ", temporary " + gbs(m.temporary);
+    if (m.peak_at_step) rest += " (the peak is at the optimizer step: " + gbs(m.step_copies) + " of gradient copies)";
     d.evidence.push_back("memory per GPU " + gbs(m.total) + " of " + gbs(m.capacity) + " (weights " + gbs(m.weights) + ", gradients " +
                          gbs(m.gradients) + ", optimizer " + gbs(m.optimizer) + ", activations " + gbs(m.activations) + ", logits " +
-                         gbs(m.logits) + ")");
+                         gbs(m.logits) + rest + ")");
     d.evidence.push_back("step " + num(step, 3) + " s: compute " + pct(t.compute_s / step) + " (memory-bound ops " +
                          pct(t.compute_s > 0 ? t.memory_bound_s / t.compute_s : 0) + " of it), communication " +
                          pct(t.communication_s / step) + ", bubble " + pct(t.bubble_s / step) + ", optimizer " +

@@ -858,6 +858,31 @@ private slots:
         }
         QVERIFY(inputs >= 30);
     }
+    void namesTheOptimizerStepPeak() {
+        // DeepSpeed ZeRO-3 over 5 RTX 4090s, full recompute: backward holds under a
+        // gigabyte, the step's gradient copies 6 B x 1e9 (memory.cpp). The table's
+        // temporary row says the peak is there, and says nothing once backward is larger.
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        w.show();
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("rtx-4090");
+        child<QSpinBox>(w, "gpusSpin")->setValue(5);
+        child<QSpinBox>(w, "zeroSpin")->setValue(3);
+        child<QComboBox>(w, "recomputeCombo")->setCurrentText("full");
+        QVERIFY(c.valid());
+        const MemoryBreakdown m = core_memory(c.input());
+        QVERIFY(m.peak_at_step);
+        QCOMPARE(m.step_copies, 6e9);
+        auto* t = child<QTableWidget>(w, "memoryTable");
+        QCOMPARE(table_value(t, "temporary (optimizer step)"), gb(m.temporary));
+        QCOMPARE(table_value(t, "temporary"), QString());
+        child<QComboBox>(w, "recomputeCombo")->setCurrentText("none");
+        QVERIFY(!core_memory(c.input()).peak_at_step);
+        QCOMPARE(table_value(t, "temporary (optimizer step)"), QString());
+        QCOMPARE(table_value(t, "temporary"), gb(core_memory(c.input()).temporary));
+    }
+
 };
 
 QTEST_MAIN(GuiTest)
