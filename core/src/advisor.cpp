@@ -114,8 +114,8 @@ void same_hardware_remedies(Catalogue& c) {
     if (runs_torch_ddp(t) && !t.ddp_bucket_view)
         c.add("DDP gradient_as_bucket_view=True", "gradients become views into the all-reduce buckets: no bucket copy", false,
               [](Scenario& x, Changes& ch, Advice&) { return set_ddp_bucket_view(x, ch); });
-    if (t.zero_stage == 3 && t.ds_sub_group_size > 1e8)
-        c.add("DeepSpeed sub_group_size=1e8", "the step copies the gradients to fp32 a sub-group at a time: a tenth of the copy", false,
+    if (t.zero_stage == 3)
+        c.add("DeepSpeed sub_group_size=1e8", "the step copies the gradients to fp32 1e8 elements at a time", false,
               [](Scenario& x, Changes& ch, Advice&) { return shrink_ds_sub_group(x, ch); });
     c.addresses({B::Memory, B::Compute});
     for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})

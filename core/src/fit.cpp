@@ -71,7 +71,7 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
         {"FlashAttention", 0, false, "none: exact attention, usually faster", set_flash_attention},
         {"DDP gradient_as_bucket_view=True", 0, false, "none: the gradients become views into DDP's all-reduce buckets",
          set_ddp_bucket_view},
-        {"DeepSpeed sub_group_size=1e8", 0, false, "none: the ZeRO-3 step copies its gradients to fp32 a tenth at a time",
+        {"DeepSpeed sub_group_size=1e8", 0, false, "none: the ZeRO-3 step copies its gradients to fp32 1e8 elements at a time",
          shrink_ds_sub_group},
         {"selective recompute", 1, false, "~2-4 % more compute (attention core recomputed)",
          [](Scenario& x, Changes& c) { return more_recompute(x, c, Recompute::Selective); }},

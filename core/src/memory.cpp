@@ -415,7 +415,8 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // peak. (The largest trainable group is taken as the whole partition: the HF
     // Trainer's no-decay group holds only norms and biases. A ZeRO-3 sub-group
     // closes once it reaches sub_group_size, so min() is a lower bound by at most
-    // one tensor. The CPU step of the offload path reads host copies instead.)
+    // one tensor. The CPU step of the offload path reads host copies instead. Mixed
+    // precision only: fp32 training's flat copy, 4 B, is not counted.)
     if (t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None && t.zero_stage >= 1 &&
         t.optimizer_offload == Offload::None && tb.master > 0) {
         double group = mem.master_weights / tb.master;  // elements of this rank's partition

@@ -42,7 +42,7 @@ bool set_flash_attention(Scenario& s, Changes& ch);
 // (false where the run is not plain torch DDP or the view is already on).
 bool set_ddp_bucket_view(Scenario& s, Changes& ch);
 // DeepSpeed ZeRO-3 sub_group_size down to 1e8 elements: the optimizer step copies
-// a tenth of the gradients at a time (false where the step's copies are not what
+// the gradients 1e8 elements at a time (false where the step's copies are not what
 // sets the peak, or the sub-groups are already that small).
 bool shrink_ds_sub_group(Scenario& s, Changes& ch);
 bool set_precision(Scenario& s, Precision p, Changes& ch);
