@@ -51,7 +51,9 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
         m.peak_at_step ? "peak at the optimizer step: " + gb(m.step_copies) + " of gradient copies, partly in the freed activations' place"
                        : "buffers, gathered layers, recompute working set");
     row("framework", m.framework, "CUDA context, cuBLAS workspace, NCCL buffers");
-    row("fragmentation", m.fragmentation, "allocator reserve (share of the transient bytes)");
+    row("fragmentation", m.fragmentation,
+        m.step_segments > 0 ? "allocator reserve, incl. " + gb(m.step_segments) + " of new segments for the step's gradient copies (no freed block fits them)"
+                            : "allocator reserve (share of the transient bytes)");
     out << "  " << std::string(27, '-') << '\n';
     out << fmt::format("  {:<15}{:>12}   of {} capacity ({:.2f} GiB)\n", "total", gb(m.total), gb(m.capacity),
                        m.capacity / units::GiB);

@@ -638,6 +638,45 @@ TEST_CASE("DeepSpeed ZeRO: the optimizer step's fp32 gradient copies set the pea
     CHECK_FALSE(off.peak_at_step);
 }
 
+TEST_CASE("DeepSpeed ZeRO: step copies no freed block can hold take segments of their own in the reserve", "[stacks][memory]") {
+    // PyTorch's caching allocator serves a request from a cached free block at
+    // least as large (splitting it) and merges free neighbours only inside one
+    // cudaMalloc segment; otherwise it maps a new segment of the request's size
+    // (c10/cuda/CUDACachingAllocator.cpp get_free_block, alloc_block). The step's
+    // flat copies (2 B, then 4 B per partition element) reuse backward's freed
+    // bytes in max_memory_allocated, but in max_memory_reserved only where one
+    // freed tensor is large enough.
+    const double psi = kLlama2_7bParams;
+    // ZeRO-3 over 8 ranks, 4,096 tokens, no recompute: backward holds ~20 GB, far
+    // more than the 6 x psi / 8 = 5.05 GB of copies; its largest single tensor is
+    // an fp32 logits copy, 4096 x 32000 x 4 B = 0.52 GB, below both requests
+    // (1.68 and 3.37 GB): the reserve grows by both.
+    Scenario s = ds_zero3_llama7b();
+    s.setup.recompute = Recompute::None;
+    s.setup.seq_len = 4096;
+    const MemoryBreakdown z3 = estimate_memory(s).peak();
+    REQUIRE_FALSE(z3.peak_at_step);
+    CHECK(z3.step_segments == Approx(6.0 * psi / 8).epsilon(1e-9));
+    CHECK(z3.reserved() - z3.allocated >= z3.step_segments);
+    // LoRA r = 8 on q and v under ZeRO-2 on one rank: the partition is the
+    // adapters, 32 layers x 2 x (8 x 4096 + 4096 x 8) = 4,194,304 elements, so the
+    // requests are 8,388,608 B (bf16) and 16,777,216 B (fp32). The freed fp32
+    // logits block is s x 32000 x 4 = 128,000 s B (the widest activation, s x
+    // 11008 x 2 B, is smaller):
+    Scenario l = hf_llama7b("a100-sxm-80gb", Method::LoRA, Precision::BF16Mixed, 64);
+    l.setup.framework = Framework::DeepSpeed;
+    l.setup.zero_stage = 2;
+    const double pa = 32.0 * 2 * (8 * 4096 + 4096 * 8);
+    //   s = 64: 8,192,000 B holds neither: 6 B per element;
+    CHECK(estimate_memory(l).peak().step_segments == Approx(6.0 * pa).epsilon(1e-9));
+    //   s = 100: 12,800,000 B holds the bf16 copy, not the fp32 one: 4 B;
+    l.setup.seq_len = 100;
+    CHECK(estimate_memory(l).peak().step_segments == Approx(4.0 * pa).epsilon(1e-9));
+    //   s = 160: 20,480,000 B holds either: nothing beyond the allocated peak.
+    l.setup.seq_len = 160;
+    CHECK(estimate_memory(l).peak().step_segments == 0);
+}
+
 TEST_CASE("DeepSpeed ZeRO-3: a smaller sub_group_size is offered where the step's copies overflow", "[stacks][memory][fit]") {
     Scenario s = ds_zero3_llama7b();
     // A card 1 GB short of the run, whose peak is the step's 6 x psi / 8 B of copies.

@@ -105,6 +105,7 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
         {"optimizer_bytes", m.optimizer},   {"master_weights_bytes", m.master_weights},
         {"activations_bytes", m.activations}, {"logits_bytes", m.logits},
         {"temporary_bytes", m.temporary},   {"step_copies_bytes", m.step_copies}, {"peak_at_optimizer_step", m.peak_at_step},
+        {"step_segments_bytes", m.step_segments},
         {"framework_bytes", m.framework},
         {"fragmentation_bytes", m.fragmentation}, {"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved()}, {"total_bytes", m.total},
         {"allocated_bytes", m.allocated},   {"capacity_bytes", m.capacity},

@@ -417,6 +417,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // closes once it reaches sub_group_size, so min() is a lower bound by at most
     // one tensor. The CPU step of the offload path reads host copies instead. Mixed
     // precision only: fp32 training's flat copy, 4 B, is not counted.)
+    double step_segments = 0;  // reserved beside backward's cached blocks (below)
     if (t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None && t.zero_stage >= 1 &&
         t.optimizer_offload == Offload::None && tb.master > 0) {
         double group = mem.master_weights / tb.master;  // elements of this rank's partition
@@ -425,6 +426,25 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         const double backward = mem.activations + mem.logits + temp;
         mem.peak_at_step = mem.step_copies > backward;
         temp += std::max(0.0, mem.step_copies - backward);
+        // Allocated bytes reuse what backward freed; reserved ones need a
+        // cached block at least as large as the request (the caching allocator
+        // splits blocks but merges only neighbours inside one cudaMalloc
+        // segment, and a request above 1 MB takes a segment of its own size when
+        // no cached block fits: c10/cuda/CUDACachingAllocator.cpp get_free_block,
+        // alloc_block). Backward's blocks are single tensors: a logits copy
+        // (tokens x V / tp, fp32 at most), one layer's widest activation (tokens x
+        // ffn / tp, 16-bit) or, without a fused attention kernel, its fp32
+        // softmax (heads / tp x tokens x s). A flat copy larger than all of them
+        // takes a fresh segment, which stays reserved beside the blocks it could
+        // not use: the reserve grows by it (at most by what it reused).
+        const double w16 = t.precision == Precision::FP32 ? 4.0 : 2.0;
+        double largest_freed = sq * mb * static_cast<double>(m.ffn) / tp * w16;
+        if (last) largest_freed = std::max(largest_freed, std::min(mem.logits, sq * mb * static_cast<double>(m.vocab) / tp * 4.0));
+        if (!t.flash_attention) largest_freed = std::max(largest_freed, mb * static_cast<double>(m.num_heads) / tp * sq * static_cast<double>(t.seq_len) * 4.0);
+        for (const double request : {group * tb.gradients, group * 4.0})
+            if (request > largest_freed) step_segments += request;
+        step_segments = std::min(step_segments, backward);
+        mem.step_segments = step_segments;
     }
     mem.temporary = temp;
 
@@ -434,7 +454,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // grows with what it cycles through (activations, logits, buffers), not with
     // the persistent weights and states.
     const double transient = mem.activations + mem.logits + mem.temporary;
-    mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac;
+    mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac + step_segments;
     mem.total = mem.allocated + mem.framework + mem.fragmentation;
     mem.capacity = s.cluster.gpu.capacity_bytes;
 
@@ -447,7 +467,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         mem.optimizer -= moved;
         host += moved;
         mem.allocated -= moved;
-        mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac;
+        mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac + step_segments;
         mem.total = mem.allocated + mem.framework + mem.fragmentation;
     }
     mem.cpu = host;

@@ -64,6 +64,9 @@ struct MemoryBreakdown {
     // excess over the freed activations, logits and backward buffers.
     double step_copies = 0;
     bool peak_at_step = false;
+    // The part of `fragmentation` that is the step copies' own segments: those of
+    // the copies no block backward freed could hold (memory.cpp).
+    double step_segments = 0;
     double framework = 0;
     double fragmentation = 0;
     double total = 0;           // everything above except master_weights (already in optimizer)
