@@ -95,6 +95,41 @@ TEST_CASE("stacks: eager RMSNorm's fp32 input copy and eager SwiGLU's extra tens
     CHECK(graph(ln, Stack::HfPeft).stored_none.bytes(1, 1, 1, false) == graph(ln, Stack::HfFused).stored_none.bytes(1, 1, 1, false));
 }
 
+TEST_CASE("stacks: xformers' swiglu() runs its packed kernel where DeepSpeed ZeRO-1/2 flatten the weights", "[stacks][memory]") {
+    // whyNLP's LlamaMLP calls xformers.ops.swiglu(x, gate.weight, .., up.weight, ..,
+    // down.weight, ..). DeepSpeed ZeRO-1/2 re-point each trained 16-bit parameter at
+    // its slice of one flat buffer, so gate and up become adjacent views of one
+    // storage: stack_or_none succeeds and the packed fused op runs; its autograd
+    // function saves x, gate and up (csrc/swiglu/swiglu_packedw.cpp) where the eager
+    // path also keeps act(gate) and the down projection's input act(gate) * up.
+    // Llama-2-7B, f = 11008, bf16: 2 x 11008 x 2 B = 44,032 B less per token per layer.
+    TrainingSetup t;
+    t.stack = Stack::HfFused;
+    t.framework = Framework::DeepSpeed;
+    t.zero_stage = 2;
+    const ModelSpec m = tp_test::model("llama-2-7b");
+    CHECK(swiglu_kernel(t) == SwigluKernel::PackedFused);
+    const double packed = build_step_graph(m, t).stored_none.bytes(1, 1, 1, false);
+    t.zero_stage = 3;  // partitioned parameters, gathered one module at a time
+    CHECK(swiglu_kernel(t) == SwigluKernel::Eager);
+    CHECK(build_step_graph(m, t).stored_none.bytes(1, 1, 1, false) - packed == Approx(2.0 * 11008 * 2));
+    t.zero_stage = 0;
+    t.framework = Framework::PyTorchAMP;  // accelerate DDP: every parameter its own storage
+    CHECK(swiglu_kernel(t) == SwigluKernel::Eager);
+    // LoRA trains adapters only: the frozen gate and up weights are not flattened.
+    t.framework = Framework::DeepSpeed;
+    t.zero_stage = 1;
+    CHECK(swiglu_kernel(t) == SwigluKernel::PackedFused);
+    t.method = Method::LoRA;
+    CHECK(swiglu_kernel(t) == SwigluKernel::Eager);
+    // Stacks without the call keep their own convention under ZeRO-2.
+    t.method = Method::Full;
+    t.stack = Stack::HfPeft;
+    CHECK(swiglu_kernel(t) == SwigluKernel::Eager);
+    t.stack = Stack::Unsloth;
+    CHECK(swiglu_kernel(t) == SwigluKernel::Fused);
+}
+
 TEST_CASE("stacks: the allocator reserve follows the transient bytes, not the states", "[stacks][memory]") {
     // Same model and batch, AdamW vs SGD: 8 B per parameter of optimizer state
     // more, the same activations; the caching allocator's reserve is set by what

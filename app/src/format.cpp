@@ -84,7 +84,11 @@ std::string describe_setup(const Scenario& s) {
     const StackConventions& sc = policy().stack(t.stack);
     line += fmt::format("\n  assumes: stack {}: loss {}; norms {}; {}; attention {}; allocator {}", to_string(t.stack),
                         loss_copies(s.model, t).description,
-                        sc.norms, sc.elementwise, t.flash_attention ? to_string(t.attention_kernel) : "eager", sc.allocator);
+                        sc.norms,
+                        swiglu_kernel(t) == SwigluKernel::PackedFused && !sc.fused_swiglu
+                            ? "eager element-wise kernels; packed fused SwiGLU (DeepSpeed's flat buffer makes gate / up one storage)"
+                            : sc.elementwise,
+                        t.flash_attention ? to_string(t.attention_kernel) : "eager", sc.allocator);
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
     return line;
 }

@@ -176,7 +176,7 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::AttnLayoutCopies: return 4;  // q, k, v into the kernel's layout, the output back
         case OpRole::AttnScores: return 3;
         case OpRole::AttnSoftmax: return sc.attn_softmax_fp32 && t.precision != Precision::FP32 ? 2 : 1;
-        case OpRole::ActMul: return sc.fused_swiglu ? 0 : 1;  // the fused kernel is counted at act_fn
+        case OpRole::ActMul: return swiglu_kernel(t) != SwigluKernel::Eager ? 0 : 1;  // the fused kernel is counted at act_fn
         case OpRole::RouterTopK: return 4;                     // softmax, top-k, sum, divide
         case OpRole::MoeCombine: return eager ? 2.0 * m.moe.num_experts : 2;  // eager: index_add per expert
         case OpRole::LoraScaleAdd: return 2;
@@ -310,6 +310,19 @@ LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t) {
     if (!engine_casts_model(t))
         return {2, 2, "16-bit logits (model code has no .float()) + shifted copy, autocast fp32 copy + fp32 log-probs (12 B/logit)"};
     return {3, 0, "16-bit logits (model code has no .float()) + shifted copy + 16-bit log-probs, no autocast under the engine (6 B/logit)"};
+}
+
+SwigluKernel swiglu_kernel(const TrainingSetup& t) {
+    const StackConventions& sc = policy().stack(t.stack);
+    // DeepSpeed ZeRO-1/2 point every trained 16-bit parameter at its slice of one
+    // flat buffer (stage_1_and_2.py _update_model_bit16_weights): a layer's gate
+    // and up weights become adjacent views of one storage. Frozen (LoRA) weights
+    // stay outside the optimizer's groups; ZeRO-3, FSDP and DDP keep each
+    // parameter's own storage.
+    const bool flat = t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None &&
+                      (t.zero_stage == 1 || t.zero_stage == 2) && t.method == Method::Full;
+    if (sc.swiglu_fuses_packed && flat) return SwigluKernel::PackedFused;
+    return sc.fused_swiglu ? SwigluKernel::Fused : SwigluKernel::Eager;
 }
 
 StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
@@ -508,10 +521,14 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * a, {gate});
             const int act = b.tensor("act", f, a, TP);
             // A fused SwiGLU recomputes act(gate) in backward: keeps gate and up only.
+            const SwigluKernel sk = swiglu_kernel(t);
             b.elementwise("act_mul", OpRole::ActMul, OpKind::Elementwise, TP, 3 * f * a,
-                          sc.fused_swiglu ? InlineList<int, 8>{up} : InlineList<int, 8>{act, up});
+                          sk != SwigluKernel::Eager ? InlineList<int, 8>{up} : InlineList<int, 8>{act, up});
             const int prod = b.tensor("act_x_up", f, a, TP);
             OpDef& down = b.gemm("down_proj", OpRole::DownProj, width, h, TP, prod);
+            // The packed kernel runs the down projection inside its own autograd
+            // function and regenerates its input in backward.
+            if (sk == SwigluKernel::PackedFused) down.saves.clear();
             expertise(down);
             Builder::owns(down, copies * (ffn * h + bias(m.mlp_bias, h)), base_trained, cls, true);
             if (adapted(kLoraDown)) lora_adapter(b, "down_proj", t, prod, ffn, h, TP, a, lora_copies, cls);

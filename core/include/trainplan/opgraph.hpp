@@ -94,6 +94,7 @@ public:
     void insert(const T* /*end*/, std::initializer_list<T> xs) {
         for (const T& x : xs) push_back(x);
     }
+    void clear() { n_ = 0; }
     [[nodiscard]] std::size_t size() const { return n_; }
     [[nodiscard]] bool empty() const { return n_ == 0; }
     [[nodiscard]] const T& operator[](std::size_t i) const { return v_[i]; }
@@ -258,6 +259,13 @@ struct LossCopies {
     std::string description;
 };
 [[nodiscard]] LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t);
+
+// The gated activation's kernel in this run (data/defaults.toml [stack.*]
+// fused_swiglu, swiglu_fuses_packed): eager `act(gate) * up`; fused (keeps gate
+// and up, recomputes act(gate)); or packed fused, where the gate and up weights
+// share one storage (keeps gate and up, recomputes act(gate) * up too).
+enum class SwigluKernel { Eager, Fused, PackedFused };
+[[nodiscard]] SwigluKernel swiglu_kernel(const TrainingSetup& t);
 
 // Builds the step of `m` as trained by `t` (method, dropout, FlashAttention,
 // activation dtype and framework change the list). MoE layers use the expected

@@ -44,6 +44,9 @@ struct StackConventions {
     double norm_saved_bytes = 0;
     bool fused_elementwise = false;  // norms, residual adds, RoPE as fused kernels (one read, one write)
     bool fused_swiglu = false;       // the gated activation recomputes silu(gate) in backward: keeps gate and up only
+    // ... and, where the gate and up weights share one storage (DeepSpeed ZeRO-1/2
+    // flat parameter buffers), a packed kernel that also recomputes act(gate) * up.
+    bool swiglu_fuses_packed = false;
     // Eager (non-flash) attention's softmax writes fp32 probabilities, which its
     // backward keeps, and the 16-bit cast of them that P x V keeps: 4 + 2 B per
     // score element instead of 2.
