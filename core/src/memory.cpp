@@ -444,6 +444,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         for (const double request : {group * tb.gradients, group * 4.0})
             if (request > largest_freed) step_segments += request;
         step_segments = std::min(step_segments, backward);
+        // (A `fragmentation` override states the whole reserve as a share of the
+        // allocated peak: 0 reproduces max_memory_allocated.)
+        if (t.fragmentation_fraction >= 0) step_segments = 0;
         mem.step_segments = step_segments;
     }
     mem.temporary = temp;
