@@ -712,6 +712,56 @@ TEST_CASE("DeepSpeed ZeRO: step copies no freed block can hold take segments of 
     CHECK(estimate_memory(l).peak().step_segments == 0);
 }
 
+TEST_CASE("LitGPT under FSDP: gradients for the frozen weights, held unsharded while no_sync accumulates", "[stacks][memory]") {
+    // LitGPT finetune/lora.py (8641822): FSDPStrategy(auto_wrap_policy={Block}) with
+    // Lightning's use_orig_params=True wraps each Block's frozen weights with its
+    // LoRA adapters, and PyTorch's FSDP docs say mixing them makes the gradient
+    // memory "equivalent to not freezing those parameters"; it accumulates inside
+    // fabric.no_backward_sync, where FSDP "will accumulate the full model gradients
+    // (instead of gradient shards) until the eventual sync".
+    // Llama-2-7B, LoRA r 8 on q and v, bf16-true, 2 GPUs:
+    //   block linear weights 32 x (4 x 4096^2 + 3 x 4096 x 11008) = 6,476,005,376,
+    //   adapters 32 x 2 x (8 x 4096 + 4096 x 8) = 4,194,304; 2 B gradients each.
+    Scenario s = hf_llama7b("a100-sxm-40gb", Method::LoRA, Precision::BF16, 1304);
+    s.setup.stack = Stack::LitGPT;
+    s.setup.framework = Framework::PyTorchAMP;
+    s.setup.recompute = Recompute::Full;
+    s.cluster.num_gpus = 2;
+    s.setup.layout.dp = 2;
+    s.setup.zero_stage = 3;
+    s.setup.fsdp = FsdpStrategy::FullShard;
+    const double blocks = 32.0 * (4.0 * 4096 * 4096 + 3.0 * 4096 * 11008);
+    const double adapters = 32.0 * 2 * (8 * 4096 + 4096 * 8);
+    // One micro-batch per step: no no_sync; each rank keeps its half.
+    s.setup.grad_accum = 1;
+    CHECK(estimate_memory(s).peak().gradients == Approx((blocks + adapters) * 2.0 / 2).epsilon(1e-9));
+    // 128 micro-batches (batch 128 / micro-batch 1): the whole model's gradients.
+    s.setup.grad_accum = 128;
+    CHECK(estimate_memory(s).peak().gradients == Approx((blocks + adapters) * 2.0).epsilon(1e-9));
+    // The same loop under hf-peft (adapters wrapped on their own, no no_sync read):
+    // the adapters' shard only.
+    s.setup.stack = Stack::HfPeft;
+    CHECK(estimate_memory(s).peak().gradients == Approx(adapters * 2.0 / 2).epsilon(1e-9));
+}
+
+TEST_CASE("FSDP keeps the root unit unsharded through backward", "[stacks][memory]") {
+    // torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard frees no root
+    // parameters after forward. Llama-2-7B's root (what no Block holds): embedding
+    // and head 2 x 32000 x 4096 plus the final norm's 4096 = 262,148,096 parameters,
+    // bf16, half of them a rank's own shard on 2 GPUs. DeepSpeed ZeRO-3, the same
+    // sharding without FSDP's root rule, differs by exactly that.
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16, 2048);
+    s.setup.framework = Framework::PyTorchAMP;
+    s.setup.recompute = Recompute::Full;
+    s.cluster.num_gpus = 2;
+    s.setup.layout.dp = 2;
+    s.setup.zero_stage = 3;
+    const double ds = estimate_memory(s).peak().temporary;
+    s.setup.fsdp = FsdpStrategy::FullShard;
+    const double fsdp = estimate_memory(s).peak().temporary;
+    CHECK(fsdp - ds == Approx((2.0 * 32000 * 4096 + 4096) * 2.0 / 2).epsilon(1e-9));
+}
+
 TEST_CASE("DeepSpeed ZeRO-3: a smaller sub_group_size is offered where the step's copies overflow", "[stacks][memory][fit]") {
     Scenario s = ds_zero3_llama7b();
     // A card 1 GB short of the run, whose peak is the step's 6 x psi / 8 B of copies.

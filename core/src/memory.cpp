@@ -220,6 +220,21 @@ void stage_states(const MemoryContext& c, const StageParams& p, MemoryBreakdown&
     mem.gradients = dense.gradients + experts.gradients + copies.gradients;
     mem.optimizer = dense.optimizer + experts.optimizer + copies.optimizer;
     mem.master_weights = dense.master + experts.master + copies.master;
+    // FSDP units holding frozen base weights beside the adapters (use_orig_params,
+    // data/defaults.toml fsdp_units_mix_frozen): the frozen linear weights get
+    // gradients in their 16-bit dtype as if trained (QLoRA bases are not FSDP-wrapped
+    // this way: LitGPT refuses quantization on several devices).
+    if (plan.gathers_weights && c.s.setup.method == Method::LoRA && policy().stack(c.s.setup.stack).fsdp_units_mix_frozen)
+        mem.gradients += p.frozen_linear_dense * c.frozen_other_bpp / plan.dense.gradients +
+                         p.frozen_linear_expert * c.frozen_other_bpp / plan.expert.gradients;
+}
+
+// FSDP's no_sync() holds the full gradients of the stage, not their shard, while
+// micro-batches accumulate (data/defaults.toml fsdp_no_sync).
+void fsdp_no_sync_gradients(const MemoryContext& c, MemoryBreakdown& mem) {
+    const TrainingSetup& t = c.s.setup;
+    if (!c.plan.gathers_weights || t.grad_accum <= 1 || !policy().stack(t.stack).fsdp_no_sync) return;
+    mem.gradients *= c.plan.dense.gradients;
 }
 
 // Micro-batches in flight on pipeline stage i (layer-weighted), Korthikanti et
@@ -264,6 +279,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     const bool first = i == 0, last = i == lay.pp - 1;
     MemoryBreakdown& mem = st.mem;
     stage_states(c, stage_params(g, c.plan, st.layers, first, last), mem);
+    fsdp_no_sync_gradients(c, mem);
 
     // ---- offload: optimizer states (and fp32 gradients for the CPU step) to
     // host or NVMe (ZeRO-Offload, Ren et al. 2021); weights with ZeRO-Infinity.
@@ -365,7 +381,20 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
             const double ahead = std::ceil(policy().launch_queue_depth / per_layer);
             gathered = std::min(static_cast<double>(st.layers), 1.0 + ahead);
         }
-        temp += gathered * layer * w16 + (full ? layer * c.bpp.gradients : 0);
+        // Units that hold frozen base weights beside adapters (fsdp_units_mix_frozen)
+        // produce the whole layer's gradient as full fine-tuning does.
+        const bool mixed = t.method == Method::LoRA && policy().stack(t.stack).fsdp_units_mix_frozen;
+        temp += gathered * layer * w16 + (full ? layer * c.bpp.gradients : mixed ? layer * c.frozen_other_bpp : 0);
+        // FSDP keeps the root unit -- what no wrapped block holds: embeddings,
+        // final norm, head -- unsharded from the end of forward through backward
+        // (torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: "Do not
+        // free the root's parameters in the post-forward"; a frozen root has no
+        // post-backward hook to reshard it before the step's final callback).
+        if (t.fsdp != FsdpStrategy::None) {
+            const double root = stage_params(g, c.plan, 0, first, last).total();
+            const double root_w = full ? (t.precision == Precision::FP32 ? 4.0 : 2.0) : c.frozen_other_bpp;
+            temp += root * root_w * (1.0 - 1.0 / c.plan.dense.weights);
+        }
     }
     if (t.optimizer_offload != Offload::None) temp += def.grad_bucket_bytes;
     // The layers rebuilt at once during backward (one, or a uniform group: all

@@ -176,6 +176,8 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.fused_elementwise = r.boolean(row, sec, "fused_elementwise");
         c.fused_swiglu = r.boolean(row, sec, "fused_swiglu");
         c.swiglu_fuses_packed = r.boolean(row, sec, "swiglu_fuses_packed");
+        c.fsdp_units_mix_frozen = r.boolean(row, sec, "fsdp_units_mix_frozen");
+        c.fsdp_no_sync = r.boolean(row, sec, "fsdp_no_sync");
         c.attn_softmax_fp32 = r.boolean(row, sec, "attn_softmax_fp32");
         c.allocator_reserve_fraction = r.non_negative(row, sec, "allocator_reserve_fraction");
         c.optimizer_foreach = r.boolean(row, sec, "optimizer_foreach");

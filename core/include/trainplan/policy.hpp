@@ -47,6 +47,11 @@ struct StackConventions {
     // ... and, where the gate and up weights share one storage (DeepSpeed ZeRO-1/2
     // flat parameter buffers), a packed kernel that also recomputes act(gate) * up.
     bool swiglu_fuses_packed = false;
+    // Under FSDP: blocks wrapped frozen base and adapters together (use_orig_params):
+    // the frozen weights carry gradients too; and accumulation inside no_sync():
+    // gradients held unsharded until the step's last micro-batch.
+    bool fsdp_units_mix_frozen = false;
+    bool fsdp_no_sync = false;
     // Eager (non-flash) attention's softmax writes fp32 probabilities, which its
     // backward keeps, and the 16-bit cast of them that P x V keeps: 4 + 2 B per
     // score element instead of 2.
