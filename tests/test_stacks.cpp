@@ -627,15 +627,19 @@ TEST_CASE("stacks: gradient_as_bucket_view is offered where the bucket copy is w
 namespace {
 // Llama-2-7B full fine-tune in bf16 under DeepSpeed ZeRO-3 over 8 ranks, full
 // recompute, 512 tokens: backward holds about a gigabyte.
-Scenario ds_zero3_llama7b() {
-    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16Mixed, 512);
-    s.setup.framework = Framework::DeepSpeed;
+// Llama-2-7B fully fine-tuned on A100-80GB, every parameter sharded over `gpus`
+// data-parallel ranks (ZeRO-3), full recompute.
+Scenario zero3_llama7b(Framework fw, int gpus, Precision p, int seq) {
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, p, seq);
+    s.setup.framework = fw;
     s.setup.recompute = Recompute::Full;
-    s.cluster.num_gpus = 8;
-    s.setup.layout.dp = 8;
+    s.cluster.num_gpus = gpus;
+    s.setup.layout.dp = gpus;
     s.setup.zero_stage = 3;
     return s;
 }
+
+Scenario ds_zero3_llama7b() { return zero3_llama7b(Framework::DeepSpeed, 8, Precision::BF16Mixed, 512); }
 }  // namespace
 
 TEST_CASE("DeepSpeed ZeRO: the optimizer step's fp32 gradient copies set the peak when backward holds less", "[stacks][memory]") {
@@ -750,12 +754,7 @@ TEST_CASE("FSDP keeps the root unit unsharded through backward", "[stacks][memor
     // and head 2 x 32000 x 4096 plus the final norm's 4096 = 262,148,096 parameters,
     // bf16, half of them a rank's own shard on 2 GPUs. DeepSpeed ZeRO-3, the same
     // sharding without FSDP's root rule, differs by exactly that.
-    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16, 2048);
-    s.setup.framework = Framework::PyTorchAMP;
-    s.setup.recompute = Recompute::Full;
-    s.cluster.num_gpus = 2;
-    s.setup.layout.dp = 2;
-    s.setup.zero_stage = 3;
+    Scenario s = zero3_llama7b(Framework::PyTorchAMP, 2, Precision::BF16, 2048);
     const double ds = estimate_memory(s).peak().temporary;
     s.setup.fsdp = FsdpStrategy::FullShard;
     const double fsdp = estimate_memory(s).peak().temporary;

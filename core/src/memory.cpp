@@ -153,7 +153,11 @@ struct MemoryContext {
     ShardPlan plan;
     BytesPerParam bpp;          // full training
     BytesPerParam adapter_bpp;  // trainable weights under LoRA / QLoRA
-    double frozen_linear_bpp = 0, frozen_other_bpp = 0;
+    // Bytes of one weight element in the compute dtype (fp32 under fp32
+    // training, 16-bit otherwise): what a gathered, frozen or copied weight takes.
+    double weight_compute_bpp = 0;
+    double frozen_linear_bpp = 0;
+    bool units_mix_frozen = false;  // FSDP units hold frozen weights beside adapters
     double framework_bytes = 0;
     // The allocator's reserve: a share of the allocated peak (a scenario's
     // `fragmentation` override, the calibration hook) plus the stack's share of
@@ -165,11 +169,14 @@ struct MemoryContext {
 MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     const TrainingSetup& t = s.setup;
     const MemoryDefaults& def = memory_defaults();
-    MemoryContext c{s, g, shard_plan(s), bytes_per_trainable_param(t), {}, 0, 0, 0, 0, 0};
+    MemoryContext c{s, g, shard_plan(s), bytes_per_trainable_param(t), {}, 0, 0, false, 0, 0, 0, 0};
     const bool qlora = t.method == Method::QLoRA;
     // Frozen base weight bytes per parameter (QLoRA: NF4 linear layers).
-    c.frozen_linear_bpp = qlora ? qlora_bits_per_param(t.qlora) / 8.0 : (t.precision == Precision::FP32 ? 4.0 : 2.0);
-    c.frozen_other_bpp = t.precision == Precision::FP32 ? 4.0 : 2.0;
+    c.weight_compute_bpp = activation_bytes_per_elem(t.precision);
+    c.frozen_linear_bpp = qlora ? qlora_bits_per_param(t.qlora) / 8.0 : c.weight_compute_bpp;
+    // FSDP units holding frozen base weights beside the adapters (use_orig_params,
+    // data/defaults.toml fsdp_units_mix_frozen).
+    c.units_mix_frozen = t.method == Method::LoRA && policy().stack(t.stack).fsdp_units_mix_frozen;
     // QLoRA adapters under autocast: bf16 weights and grads, 32-bit paged AdamW
     // states (artidoro/qlora: paged_adamw_32bit); other optimizers per the table.
     // An engine that casts the model itself keeps its own bookkeeping for the
@@ -203,7 +210,7 @@ void stage_states(const MemoryContext& c, const StageParams& p, MemoryBreakdown&
         return;
     }
     // Frozen base: linear weights (quantized under QLoRA), the rest 16-bit.
-    const double frozen = (p.frozen_linear_dense * c.frozen_linear_bpp + p.frozen_other * c.frozen_other_bpp) / plan.dense.weights +
+    const double frozen = (p.frozen_linear_dense * c.frozen_linear_bpp + p.frozen_other * c.weight_compute_bpp) / plan.dense.weights +
                           p.frozen_linear_expert * c.frozen_linear_bpp / plan.expert.weights;
     const ModelStates dense = model_states(p.trainable_dense, c.adapter_bpp, plan.dense);
     const ModelStates experts = model_states(p.trainable_expert, c.adapter_bpp, plan.expert);
@@ -211,7 +218,7 @@ void stage_states(const MemoryContext& c, const StageParams& p, MemoryBreakdown&
     // trained: 16-bit weight and gradient; optimizer states in the weight's dtype
     // under torch.optim (zeros_like(param)), with an fp32 master under DeepSpeed /
     // Megatron bookkeeping.
-    const double w16 = c.frozen_other_bpp;
+    const double w16 = c.weight_compute_bpp;
     const BytesPerParam copy_bpp = c.s.setup.framework == Framework::PyTorchAMP
                                        ? BytesPerParam{w16, w16, 0, optimizer_state_bytes(c.s.setup.optimizer, w16, 0.002)}
                                        : c.bpp;
@@ -220,13 +227,12 @@ void stage_states(const MemoryContext& c, const StageParams& p, MemoryBreakdown&
     mem.gradients = dense.gradients + experts.gradients + copies.gradients;
     mem.optimizer = dense.optimizer + experts.optimizer + copies.optimizer;
     mem.master_weights = dense.master + experts.master + copies.master;
-    // FSDP units holding frozen base weights beside the adapters (use_orig_params,
-    // data/defaults.toml fsdp_units_mix_frozen): the frozen linear weights get
-    // gradients in their 16-bit dtype as if trained (QLoRA bases are not FSDP-wrapped
-    // this way: LitGPT refuses quantization on several devices).
-    if (plan.gathers_weights && c.s.setup.method == Method::LoRA && policy().stack(c.s.setup.stack).fsdp_units_mix_frozen)
-        mem.gradients += p.frozen_linear_dense * c.frozen_other_bpp / plan.dense.gradients +
-                         p.frozen_linear_expert * c.frozen_other_bpp / plan.expert.gradients;
+    // FSDP units holding frozen base weights beside the adapters: the frozen linear
+    // weights get gradients in their 16-bit dtype as if trained (QLoRA bases are not
+    // FSDP-wrapped this way: LitGPT refuses quantization on several devices).
+    if (plan.gathers_weights && c.units_mix_frozen)
+        mem.gradients += p.frozen_linear_dense * c.weight_compute_bpp / plan.dense.gradients +
+                         p.frozen_linear_expert * c.weight_compute_bpp / plan.expert.gradients;
 }
 
 // FSDP's no_sync() holds the full gradients of the stage, not their shard, while
@@ -349,7 +355,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // (use_cache=False under FSDP) measures the K/V cache as ~4 GB for Llama-7B.
     double held_logits = 0;
     if (t.held_outputs != HeldOutputs::None) {
-        const double w16 = t.precision == Precision::FP32 ? 4.0 : 2.0;
+        const double w16 = activation_bytes_per_elem(t.precision);
         // (The 16-bit lm_head output where the model code does not upcast.)
         const double logit_bytes = m.logits_upcast ? 4.0 : w16;
         if (last) held_logits = sq * mb * static_cast<double>(m.vocab) / tp * logit_bytes;
@@ -368,7 +374,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // for fp32, the 4-bit base under QLoRA); the gradient of one layer
         // waits for its reduce-scatter. One rank shards nothing: no gather.
         const double layer = c.gathered_layer_params;
-        const double w16 = full ? (t.precision == Precision::FP32 ? 4.0 : 2.0) : c.frozen_linear_bpp;
+        const double w_gather = full ? c.weight_compute_bpp : c.frozen_linear_bpp;
         double gathered = 2;
         if (!t.fsdp_limit_all_gathers && t.fsdp != FsdpStrategy::None && st.layers > 2) {
             // Without FSDP's rate limiter nothing waits for the GPU but the
@@ -383,8 +389,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         }
         // Units that hold frozen base weights beside adapters (fsdp_units_mix_frozen)
         // produce the whole layer's gradient as full fine-tuning does.
-        const bool mixed = t.method == Method::LoRA && policy().stack(t.stack).fsdp_units_mix_frozen;
-        temp += gathered * layer * w16 + (full ? layer * c.bpp.gradients : mixed ? layer * c.frozen_other_bpp : 0);
+        temp += gathered * layer * w_gather + (full ? layer * c.bpp.gradients : c.units_mix_frozen ? layer * c.weight_compute_bpp : 0);
         // FSDP keeps the root unit -- what no wrapped block holds: embeddings,
         // final norm, head -- unsharded from the end of forward through backward
         // (torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: "Do not
@@ -392,8 +397,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // post-backward hook to reshard it before the step's final callback).
         if (t.fsdp != FsdpStrategy::None) {
             const double root = stage_params(g, c.plan, 0, first, last).total();
-            const double root_w = full ? (t.precision == Precision::FP32 ? 4.0 : 2.0) : c.frozen_other_bpp;
-            temp += root * root_w * (1.0 - 1.0 / c.plan.dense.weights);
+            temp += root * c.weight_compute_bpp * (1.0 - 1.0 / c.plan.dense.weights);
         }
     }
     if (t.optimizer_offload != Offload::None) temp += def.grad_bucket_bytes;
@@ -466,8 +470,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // softmax (heads / tp x tokens x s). A flat copy larger than all of them
         // takes a fresh segment, which stays reserved beside the blocks it could
         // not use: the reserve grows by it (at most by what it reused).
-        const double w16 = t.precision == Precision::FP32 ? 4.0 : 2.0;
-        double largest_freed = sq * mb * static_cast<double>(m.ffn) / tp * w16;
+        double largest_freed = sq * mb * static_cast<double>(m.ffn) / tp * c.weight_compute_bpp;
         if (last) largest_freed = std::max(largest_freed, std::min(mem.logits, sq * mb * static_cast<double>(m.vocab) / tp * 4.0));
         if (!t.flash_attention) largest_freed = std::max(largest_freed, mb * static_cast<double>(m.num_heads) / tp * sq * static_cast<double>(t.seq_len) * 4.0);
         for (const double request : {group * tb.gradients, group * 4.0})
@@ -486,8 +489,11 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // grows with what it cycles through (activations, logits, buffers), not with
     // the persistent weights and states.
     const double transient = mem.activations + mem.logits + mem.temporary;
-    mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac + step_segments;
-    mem.total = mem.allocated + mem.framework + mem.fragmentation;
+    const auto reserve = [&] {
+        mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac + step_segments;
+        mem.total = mem.allocated + mem.framework + mem.fragmentation;
+    };
+    reserve();
     mem.capacity = s.cluster.gpu.capacity_bytes;
 
     // Paged optimizer (bitsandbytes): states live in unified memory and are
@@ -499,8 +505,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         mem.optimizer -= moved;
         host += moved;
         mem.allocated -= moved;
-        mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac + step_segments;
-        mem.total = mem.allocated + mem.framework + mem.fragmentation;
+        reserve();
     }
     mem.cpu = host;
     mem.nvme = nvme;
