@@ -784,3 +784,35 @@ TEST_CASE("DeepSpeed ZeRO-3: a smaller sub_group_size is offered where the step'
     REQUIRE_FALSE(estimate_memory(x).peak().peak_at_step);
     CHECK_FALSE(shrink_ds_sub_group(x, ch));
 }
+
+TEST_CASE("fp32 training: no fused attention kernel under Transformer Engine, SDPA's memory-efficient one elsewhere", "[stacks][memory][attention]") {
+    // FlashAttention and cuDNN fused attention take fp16 / bf16 only; Transformer
+    // Engine then runs UnfusedDotProductAttention (get_attention_backend's qkv dtype
+    // filter), while F.scaled_dot_product_attention dispatches fp32 to the
+    // memory-efficient kernel, which keeps what FlashAttention keeps.
+    const double s_len = 2048;
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::FP32, static_cast<std::int64_t>(s_len));
+    s.setup.stack = Stack::LitGPT;
+    s.setup.flash_attention = true;
+    const double fused = estimate_memory(s).peak().activations;
+    s.setup.flash_attention = false;
+    const double eager = estimate_memory(s).peak().activations;
+    // Eager attention keeps the fp32 probabilities, 32 heads x s x s x 4 B per layer
+    // (Llama-2-7B has no attention dropout), where the fused kernel keeps one fp32
+    // log-sum-exp per row and head, 32 x s x 4 B; 32 layers.
+    CHECK(eager - fused == Approx(32.0 * 32 * 4 * s_len * (s_len - 1)).epsilon(1e-9));
+    // Megatron-Core: asking for FlashAttention in fp32 changes nothing (the stack
+    // runs eager attention either way), in memory and in time.
+    s.setup.stack = Stack::MegatronCore;
+    s.setup.framework = Framework::Megatron;
+    s.setup.flash_attention = false;
+    const double mc_eager = estimate_memory(s).peak().activations;
+    const double mc_eager_t = estimate_time(s).time.compute_s;
+    s.setup.flash_attention = true;
+    CHECK(estimate_memory(s).peak().activations == Approx(mc_eager).epsilon(1e-12));
+    CHECK(estimate_time(s).time.compute_s == Approx(mc_eager_t).epsilon(1e-12));
+    CHECK(app::describe_setup(s).find("attention eager (no fused kernel takes fp32") != std::string::npos);
+    // bf16-mixed under Megatron-Core keeps the fused kernel.
+    s.setup.precision = Precision::BF16Mixed;
+    CHECK(app::describe_setup(s).find("attention flash2") != std::string::npos);
+}

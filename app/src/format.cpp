@@ -61,6 +61,16 @@ std::string count(std::int64_t n) {
     return fmt::format("{}", n);
 }
 
+namespace {
+// The attention kernel the run executes, and why where it is not the one asked for.
+std::string attention_run(const TrainingSetup& t) {
+    if (!t.flash_attention) return "eager";
+    if (!fused_attention_runs(t)) return "eager (no fused kernel takes fp32: the stack falls back to unfused attention)";
+    if (t.precision == Precision::FP32) return "SDPA memory-efficient (FlashAttention takes fp16 / bf16 only)";
+    return to_string(t.attention_kernel);
+}
+}  // namespace
+
 std::string describe_setup(const Scenario& s) {
     const TrainingSetup& t = s.setup;
     std::string method = t.method == Method::Full ? "full fine-tune"
@@ -88,7 +98,7 @@ std::string describe_setup(const Scenario& s) {
                         swiglu_kernel(t) == SwigluKernel::PackedFused && !sc.fused_swiglu
                             ? "eager element-wise kernels; packed fused SwiGLU (DeepSpeed's flat buffer makes gate / up one storage)"
                             : sc.elementwise,
-                        t.flash_attention ? to_string(t.attention_kernel) : "eager", sc.allocator);
+                        attention_run(t), sc.allocator);
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
     return line;
 }

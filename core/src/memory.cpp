@@ -472,7 +472,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // not use: the reserve grows by it (at most by what it reused).
         double largest_freed = sq * mb * static_cast<double>(m.ffn) / tp * c.weight_compute_bpp;
         if (last) largest_freed = std::max(largest_freed, std::min(mem.logits, sq * mb * static_cast<double>(m.vocab) / tp * 4.0));
-        if (!t.flash_attention) largest_freed = std::max(largest_freed, mb * static_cast<double>(m.num_heads) / tp * sq * static_cast<double>(t.seq_len) * 4.0);
+        if (!fused_attention_runs(t)) largest_freed = std::max(largest_freed, mb * static_cast<double>(m.num_heads) / tp * sq * static_cast<double>(t.seq_len) * 4.0);
         for (const double request : {group * tb.gradients, group * 4.0})
             if (request > largest_freed) step_segments += request;
         step_segments = std::min(step_segments, backward);

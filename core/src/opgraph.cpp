@@ -325,6 +325,10 @@ SwigluKernel swiglu_kernel(const TrainingSetup& t) {
     return sc.fused_swiglu ? SwigluKernel::Fused : SwigluKernel::Eager;
 }
 
+bool fused_attention_runs(const TrainingSetup& t) {
+    return t.flash_attention && !(t.precision == Precision::FP32 && policy().stack(t.stack).fp32_attention_unfused);
+}
+
 StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     Builder b;
     const double a = activation_bytes_per_elem(t.precision);
@@ -407,7 +411,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     if (m.position == PositionKind::RoPE)
         b.elementwise("rope", OpRole::Rope, OpKind::Elementwise, TP, 2 * (qd + kvd) * a, {});  // saves only cos/sin tables
     int ctx = -1;
-    if (t.flash_attention) {
+    if (fused_attention_runs(t)) {
         // FlashAttention keeps Q, K, V, the output and one fp32 log-sum-exp per
         // row and head; no s x s matrix (Dao et al. 2022). It recomputes the
         // scores inside its own backward: nothing for selective recompute to add.

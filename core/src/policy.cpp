@@ -179,6 +179,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.fsdp_units_mix_frozen = r.boolean(row, sec, "fsdp_units_mix_frozen");
         c.fsdp_no_sync = r.boolean(row, sec, "fsdp_no_sync");
         c.attn_softmax_fp32 = r.boolean(row, sec, "attn_softmax_fp32");
+        c.fp32_attention_unfused = r.boolean(row, sec, "fp32_attention_unfused");
         c.allocator_reserve_fraction = r.non_negative(row, sec, "allocator_reserve_fraction");
         c.optimizer_foreach = r.boolean(row, sec, "optimizer_foreach");
         c.loss = r.string(row, sec, "loss");

@@ -267,6 +267,12 @@ struct LossCopies {
 enum class SwigluKernel { Eager, Fused, PackedFused };
 [[nodiscard]] SwigluKernel swiglu_kernel(const TrainingSetup& t);
 
+// Whether a fused attention kernel (FlashAttention / cuDNN / SDPA) runs: asked
+// for (flash_attention) and available in the run's dtype. Under fp32 a stack whose
+// fused backends take fp16 / bf16 only runs eager attention (data/defaults.toml
+// [stack.*] fp32_attention_unfused).
+[[nodiscard]] bool fused_attention_runs(const TrainingSetup& t);
+
 // Builds the step of `m` as trained by `t` (method, dropout, FlashAttention,
 // activation dtype and framework change the list). MoE layers use the expected
 // tokens per expert under balanced routing.

@@ -56,6 +56,9 @@ struct StackConventions {
     // backward keeps, and the 16-bit cast of them that P x V keeps: 4 + 2 B per
     // score element instead of 2.
     bool attn_softmax_fp32 = false;
+    // Under fp32 training the stack's fused attention has no kernel to run (every
+    // fused backend takes fp16 / bf16 only) and it runs eager attention instead.
+    bool fp32_attention_unfused = false;
     // The caching allocator's reserve (reserved - allocated) as a fraction of the
     // transient bytes (activations, logits, temporary buffers) it cycles through.
     double allocator_reserve_fraction = 0;
