@@ -152,20 +152,33 @@ TEST_CASE("--grad-reduce-bf16: Megatron reduces (and keeps) its gradients in 16 
 
 TEST_CASE("DeepSpeed ZeRO-2 reduces every micro-batch; ZeRO-1 once per step", "[time][sharding]") {
     // deepspeed/runtime/zero/stage_1_and_2.py reduces a gradient bucket when
-    // partition_gradients (ZeRO-2) or at the accumulation boundary (ZeRO-1).
+    // partition_gradients (ZeRO-2) or at the accumulation boundary (ZeRO-1), and
+    // reduces it with an all-reduce, each rank keeping its partition's slice
+    // (average_tensor -> allreduce_and_scatter -> allreduce_bucket: dist.all_reduce).
     // Llama-2-7B (Psi = 6,738,415,616), 16-bit gradients (DeepSpeed
     // convention), 8 GPUs of one node, 4 micro-batches per step. Per rank:
-    //   reduce-scatter of 2 Psi: 7/8 x 2 Psi = 1.75 Psi, all-gather of the
-    //   updated 16-bit weights: 1.75 Psi.
-    //   ZeRO-1: 1.75 + 1.75 = 3.5 Psi;  ZeRO-2: 4 x 1.75 + 1.75 = 8.75 Psi.
+    //   all-reduce of 2 Psi: 2 x 7/8 x 2 Psi = 3.5 Psi, all-gather of the
+    //   updated 16-bit weights: 7/8 x 2 Psi = 1.75 Psi.
+    //   ZeRO-1: 3.5 + 1.75 = 5.25 Psi;  ZeRO-2: 4 x 3.5 + 1.75 = 15.75 Psi.
+    // Megatron's distributed optimizer reduce-scatters its fp32 main gradients
+    // once per step: 7/8 x 4 Psi = 3.5 Psi, then gathers the weights: 5.25 Psi.
     const double psi = 6'738'415'616.0;
-    auto run = [](const char* zero) {
-        return sim({"llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--framework", "deepspeed", "--zero", zero, "--global-batch", "32"});
+    auto run = [](const char* framework, const char* zero, bool overlap_comm = false) {
+        std::vector<std::string> a{"llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--framework", framework, "--zero", zero, "--global-batch", "32"};
+        if (overlap_comm) a.insert(a.end(), {"--ds-overlap-comm", "on"});
+        return sim(a);
     };
-    const json z1 = run("1"), z2 = run("2");
-    CHECK(z1["time"]["dp_intra_node_bytes"].get<double>() == Approx(3.5 * psi).epsilon(1e-12));
-    CHECK(z2["time"]["dp_intra_node_bytes"].get<double>() == Approx(8.75 * psi).epsilon(1e-12));
+    const json z1 = run("deepspeed", "1"), z2 = run("deepspeed", "2"), mg = run("megatron", "1");
+    CHECK(z1["time"]["dp_intra_node_bytes"].get<double>() == Approx(5.25 * psi).epsilon(1e-12));
+    CHECK(z2["time"]["dp_intra_node_bytes"].get<double>() == Approx(15.75 * psi).epsilon(1e-12));
+    CHECK(mg["time"]["dp_intra_node_bytes"].get<double>() == Approx(5.25 * psi).epsilon(1e-12));
     CHECK(z2["time"]["dp_comm_s"].get<double>() > z1["time"]["dp_comm_s"].get<double>());
+    // overlap_comm off (DeepSpeed's default for stages 1-2): average_tensor runs on
+    // the compute stream, the reduction is all exposed; on: on its own stream
+    // under backward, all but the bucket still open when backward ends.
+    const json z2o = run("deepspeed", "2", true);
+    CHECK(z2["time"]["dp_exposed_s"].get<double>() == Approx(z2["time"]["dp_comm_s"].get<double>()).epsilon(1e-12));
+    CHECK(z2o["time"]["dp_exposed_s"].get<double>() < 0.5 * z2["time"]["dp_exposed_s"].get<double>());
 }
 
 TEST_CASE("overlap_grad_reduce off: the gradient reduction waits for the end of backward", "[time][sharding]") {

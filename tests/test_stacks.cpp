@@ -625,8 +625,6 @@ TEST_CASE("stacks: gradient_as_bucket_view is offered where the bucket copy is w
 }
 
 namespace {
-// Llama-2-7B full fine-tune in bf16 under DeepSpeed ZeRO-3 over 8 ranks, full
-// recompute, 512 tokens: backward holds about a gigabyte.
 // Llama-2-7B fully fine-tuned on A100-80GB, every parameter sharded over `gpus`
 // data-parallel ranks (ZeRO-3), full recompute.
 Scenario zero3_llama7b(Framework fw, int gpus, Precision p, int seq) {
@@ -639,6 +637,8 @@ Scenario zero3_llama7b(Framework fw, int gpus, Precision p, int seq) {
     return s;
 }
 
+// ... in bf16 under DeepSpeed ZeRO-3 over 8 ranks, 512 tokens: backward holds
+// about a gigabyte.
 Scenario ds_zero3_llama7b() { return zero3_llama7b(Framework::DeepSpeed, 8, Precision::BF16Mixed, 512); }
 }  // namespace
 

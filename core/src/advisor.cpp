@@ -114,6 +114,10 @@ void same_hardware_remedies(Catalogue& c) {
     if (runs_torch_ddp(t) && !t.ddp_bucket_view)
         c.add("DDP gradient_as_bucket_view=True", "gradients become views into the all-reduce buckets: no bucket copy", false,
               [](Scenario& x, Changes& ch, Advice&) { return set_ddp_bucket_view(x, ch); });
+    c.addresses({B::Communication, B::Memory});
+    c.add("DeepSpeed overlap_comm", "ZeRO-1/2 reduce the gradient buckets on their own stream under backward; two reduce buckets resident", false,
+          [](Scenario& x, Changes& ch, Advice&) { return set_ds_overlap_comm(x, ch); });
+    c.addresses({B::Memory, B::Communication});
     if (t.zero_stage == 3)
         c.add("DeepSpeed sub_group_size=1e8", "the step copies the gradients to fp32 1e8 elements at a time", false,
               [](Scenario& x, Changes& ch, Advice&) { return shrink_ds_sub_group(x, ch); });

@@ -92,6 +92,16 @@ bool set_ddp_bucket_view(Scenario& s, Changes& ch) {
     return true;
 }
 
+bool set_ds_overlap_comm(Scenario& s, Changes& ch) {
+    const TrainingSetup& t = s.setup;
+    if (t.framework != Framework::DeepSpeed || t.fsdp != FsdpStrategy::None || (t.zero_stage != 1 && t.zero_stage != 2) ||
+        t.layout.dp * t.layout.cp <= 1 || t.ds_overlap_comm)
+        return false;
+    ch.note("ds_overlap_comm", "off", "on");
+    s.setup.ds_overlap_comm = true;
+    return true;
+}
+
 bool shrink_ds_sub_group(Scenario& s, Changes& ch) {
     constexpr double kSmaller = 1e8;
     if (s.setup.zero_stage != 3 || s.setup.ds_sub_group_size <= kSmaller || !estimate_memory(s).peak().peak_at_step) return false;

@@ -305,7 +305,7 @@ std::vector<Field> make_fields() {
                                            "DeepSpeed zero_optimization.reduce_bucket_size in elements: ZeRO-1/2 copy gradients into a bucket this size (default 5e8, DeepSpeed's)",
                                            TP_AT(setup.ds_reduce_bucket)));
     f.push_back(row<&In::ds_overlap_comm>("training", "ds_overlap_comm", "--ds-overlap-comm", "DeepSpeed overlap_comm", boolean(),
-                                          "DeepSpeed zero_optimization.overlap_comm: ZeRO-1/2 double-buffer the reduce bucket (default off, DeepSpeed's for stages 1-2)",
+                                          "DeepSpeed zero_optimization.overlap_comm: ZeRO-1/2 reduce the gradient buckets on their own stream under backward and double-buffer them (default off, DeepSpeed's for stages 1-2: reduced on the compute stream, exposed)",
                                           TP_AT(setup.ds_overlap_comm)));
     f.push_back(row<&In::ds_sub_group_size>("training", "ds_sub_group_size", "--ds-sub-group-size", "DeepSpeed sub_group_size",
                                             number(1, 1e15),

@@ -544,12 +544,31 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         // reduce_ready_partitions_and_remove_grads reduces when
         // partition_gradients or at the boundary); each reduce overlaps its own
         // micro-batch's backward.
-        const double reduces = t.framework == Framework::DeepSpeed && t.zero_stage == 2 ? c.micro_batches : 1.0;
-        const double rs = dp_allgather(grad_bytes, reduces) / reduces;  // one reduce-scatter
+        const bool ds = t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None;
+        const double reduces = ds && t.zero_stage == 2 ? c.micro_batches : 1.0;
+        // DeepSpeed ZeRO-1/2 all-reduce each gradient bucket and every rank keeps
+        // its partition's slice (stage_1_and_2.py average_tensor ->
+        // allreduce_and_scatter -> allreduce_bucket: dist.all_reduce, the default
+        // use_multi_rank_bucket_allreduce=True since v0.12.4; before it the
+        // per-destination path forced rank = None, an all-reduce too, until PR
+        // #4946): twice a reduce-scatter's bytes. Megatron's distributed optimizer
+        // and FSDP reduce-scatter.
+        const double rs = (ds ? dp_allreduce(grad_bytes, reduces) : dp_allgather(grad_bytes, reduces)) / reduces;
         const double ag = dp_allgather(c.crit.trainable() * 2.0);
         tb.dp_comm_s = reduces * rs + ag;
-        tb.dp_exposed_s = reduces * (std::max(0.0, rs - overlap) + (t.overlap_grad_reduce ? std::min(rs, last_bucket) : 0.0)) +
-                          (t.tp_comm_overlap ? std::max(0.0, ag - stage_fwd / c.clock) : ag);
+        double hidden = overlap;
+        double tail = t.overlap_grad_reduce ? std::min(rs, last_bucket) : 0.0;
+        if (ds) {
+            // DeepSpeed reduces on its own stream only with overlap_comm; without
+            // it average_tensor runs on the compute stream, between backward's
+            // kernels (stage_1_and_2.py average_tensor: current_stream()). The
+            // bucket still open when backward ends (half of reduce_bucket_size on
+            // average) is reduced in the epilogue after it.
+            hidden = t.ds_overlap_comm ? stage_bwd / c.clock : 0.0;
+            const double elems = std::max(1.0, trainable);
+            tail = t.ds_overlap_comm ? rs * std::min(1.0, 0.5 * t.ds_reduce_bucket / elems) : 0.0;
+        }
+        tb.dp_exposed_s = reduces * (std::max(0.0, rs - hidden) + tail) + (t.tp_comm_overlap ? std::max(0.0, ag - stage_fwd / c.clock) : ag);
     } else {
         tb.dp_comm_s = dp_allreduce(grad_bytes);
         tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + (t.overlap_grad_reduce ? std::min(tb.dp_comm_s, last_bucket) : 0.0);

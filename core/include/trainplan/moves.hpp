@@ -41,6 +41,9 @@ bool set_flash_attention(Scenario& s, Changes& ch);
 // torch DDP's gradient_as_bucket_view=True: drops the bucket copy of the gradients
 // (false where the run is not plain torch DDP or the view is already on).
 bool set_ddp_bucket_view(Scenario& s, Changes& ch);
+// DeepSpeed ZeRO-1/2 overlap_comm on: the gradient buckets are reduced on their own
+// stream under backward (and double-buffered); false where it does not apply or is on.
+bool set_ds_overlap_comm(Scenario& s, Changes& ch);
 // DeepSpeed ZeRO-3 sub_group_size down to 1e8 elements: the optimizer step copies
 // the gradients 1e8 elements at a time (false where the step's copies are not what
 // sets the peak, or the sub-groups are already that small).
