@@ -38,6 +38,9 @@ TEST_CASE("broken scenario files point at the key's line", "[bad-input][scenario
         {"bad-tp.toml", at("bad-tp.toml", ":9:6", "tp = 3 must divide num_heads = 32")},
         {"bad-batch.toml", at("bad-batch.toml", ":10:16", "global_batch = 100 must be a multiple of micro_batch x dp = 3 x 8 = 24")},
         {"bad-enum.toml", at("bad-enum.toml", ":8:13", "recompute = \"sometimes\" is not one of: none, selective, full, per-op")},
+        {"stack-tp.toml", at("stack-tp.toml", ":10:6",
+                             "tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtune, megatron-core); stack = \"litgpt\" "
+                             "runs data parallelism (DDP, ZeRO, FSDP) only")},
     }));
     CAPTURE(fixture);
     const auto r = cli({"fit", "--scenario", tp_test::data("bad/" + fixture)});
@@ -67,6 +70,14 @@ TEST_CASE("bad flags: unknown presets, out-of-range values, impossible layouts",
          "error: param_offload = \"cpu\" needs zero = 3 (ZeRO-Infinity), got zero = 0\n"},
         {{"llama-2-7b", "--gpu", "rtx-4090", "--ep", "2", "--gpus", "2"},
          "error: ep = 2 needs a mixture-of-experts model; Llama-2-7B is dense\n"},
+        // transformers' model code under the Trainer runs DDP / ZeRO / FSDP only;
+        // torchtune adds tensor parallelism, not pipelines.
+        {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "2", "--tp", "2", "--stack", "hf-peft"},
+         "error: tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtune, megatron-core); stack = \"hf-peft\" runs "
+         "data parallelism (DDP, ZeRO, FSDP) only\n"},
+        {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "2", "--pp", "2", "--stack", "torchtune"},
+         "error: pp = 2 needs a stack that runs it (generic-eager, torchtitan, megatron-core); stack = \"torchtune\" runs data "
+         "parallelism (DDP, ZeRO, FSDP) and tensor parallelism only\n"},
     }));
     std::vector<std::string> full{"fit"};
     full.insert(full.end(), args.begin(), args.end());

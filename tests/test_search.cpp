@@ -288,3 +288,31 @@ TEST_CASE("the search tries every interleaving depth that splits the layers, not
     // With only v = 2 and 4 the best this search finds is below the v = 6 layout.
     CHECK(plan["layouts"].at(0)["throughput"]["tokens_per_s"].get<double>() >= direct_tps * (1 - 1e-12));
 }
+
+TEST_CASE("the search offers only the parallelism the stack can run", "[search][stacks]") {
+    // Llama-2-13B full fine-tune on 8 x A100-80GB: under the generic stack the
+    // fastest layouts shard the model (tp / pp); transformers' model code under the
+    // HF Trainer (hf-peft) runs DDP / ZeRO / FSDP only, and no Megatron TP overlap.
+    Scenario s;
+    s.model = tp_test::model("llama-2-13b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.cluster.num_gpus = 8;
+    s.cluster.gpus_per_node = 8;
+    s.setup.seq_len = 4096;
+    const PlanResult any = plan_layouts(s, SearchSpace{}, 10, RankBy::Throughput, 2, 64);
+    REQUIRE_FALSE(any.top.empty());
+    bool sharded = false;
+    for (const PlanCandidate& c : any.top) sharded = sharded || c.scenario.setup.layout.tp > 1 || c.scenario.setup.layout.pp > 1;
+    CHECK(sharded);
+    s.setup.stack = Stack::HfPeft;
+    const PlanResult hf = plan_layouts(s, SearchSpace{}, 10, RankBy::Throughput, 2, 64);
+    REQUIRE_FALSE(hf.top.empty());
+    for (const PlanCandidate& c : hf.top) {
+        const ParallelLayout& p = c.scenario.setup.layout;
+        CHECK(p.tp * p.pp * p.cp * p.ep == 1);
+        CHECK_FALSE(p.sequence_parallel);
+        CHECK_FALSE(c.scenario.setup.tp_comm_overlap);
+        CHECK(p.dp == 8);
+        CHECK(check_rules(c.scenario).empty());
+    }
+}

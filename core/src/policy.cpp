@@ -180,6 +180,11 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.fsdp_no_sync = r.boolean(row, sec, "fsdp_no_sync");
         c.attn_softmax_fp32 = r.boolean(row, sec, "attn_softmax_fp32");
         c.fp32_attention_unfused = r.boolean(row, sec, "fp32_attention_unfused");
+        c.tensor_parallel = r.boolean(row, sec, "tensor_parallel");
+        c.pipeline_parallel = r.boolean(row, sec, "pipeline_parallel");
+        c.context_parallel = r.boolean(row, sec, "context_parallel");
+        c.expert_parallel = r.boolean(row, sec, "expert_parallel");
+        c.tp_comm_overlap = r.boolean(row, sec, "tp_comm_overlap");
         c.allocator_reserve_fraction = r.non_negative(row, sec, "allocator_reserve_fraction");
         c.optimizer_foreach = r.boolean(row, sec, "optimizer_foreach");
         c.loss = r.string(row, sec, "loss");

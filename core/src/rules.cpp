@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include "trainplan/enums.hpp"
+#include "trainplan/policy.hpp"
+
 namespace trainplan {
 
 namespace {
@@ -45,6 +48,11 @@ constexpr RuleInfo kInfo[] = {
     {"bf16-needs-hardware", "precision", S::Base, "bf16 on a GPU whose tensor cores have no BF16 (Volta, Turing)"},
     {"seq-within-learned-positions", "seq_len", S::Base, "seq_len beyond learned position embeddings"},
     {"gpu-has-memory", "gpu", S::Base, "GPU without memory capacity"},
+    {"stack-tensor-parallel", "tp", S::TensorParallel, "tensor / sequence parallelism on a stack that runs data parallelism only"},
+    {"stack-context-parallel", "cp", S::TensorParallel, "context parallelism on a stack without it"},
+    {"stack-pipeline-parallel", "pp", S::Pipeline, "pipeline parallelism on a stack without it"},
+    {"stack-expert-parallel", "ep", S::Experts, "expert parallelism on a stack without it"},
+    {"stack-tp-comm-overlap", "tp_comm_overlap", S::Setup, "TP communication overlap on a stack without it"},
 };
 
 static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == kRuleCount, "one RuleInfo per Rule");
@@ -61,6 +69,21 @@ struct Check {
     bool (*broken)(const Scenario&, const RuleOptions&);
     std::string (*message)(const Scenario&, const RuleOptions&);
 };
+
+// What the stack can run, and the stacks that can (for the messages).
+const StackConventions& caps(const Scenario& s) { return policy().stack(s.setup.stack); }
+std::string stacks_with(bool StackConventions::*has) {
+    std::string out;
+    for (const std::string& name : enum_table<Stack>().names()) {
+        const auto k = enum_table<Stack>().parse(name);
+        if (k && policy().stack(static_cast<Stack>(*k)).*has) out += (out.empty() ? "" : ", ") + name;
+    }
+    return out;
+}
+std::string refused(const Scenario& s, const std::string& what, bool StackConventions::*has) {
+    return what + " needs a stack that runs it (" + stacks_with(has) + "); stack = \"" + to_string(s.setup.stack) +
+           "\" runs data parallelism (DDP, ZeRO, FSDP)" + (caps(s).tensor_parallel ? " and tensor parallelism" : "") + " only";
+}
 
 #define T(s) const Scenario& s, const RuleOptions&
 #define TO(s, o) const Scenario& s, const RuleOptions& o
@@ -248,6 +271,22 @@ const Check kStructural[] = {
      }},
     {Rule::GpuHasMemory, "gpu", [](T(s)) { return s.cluster.gpu.capacity_bytes <= 0; },
      [](T(s)) { return "GPU " + s.cluster.gpu.id + " has no memory capacity"; }},
+    // The model parallelism the stack's model code and loop can run (data/defaults.toml
+    // [stack.*]; transformers' model code under the Trainer, LitGPT's scripts: none).
+    {Rule::StackTensorParallel, "tp",
+     [](T(s)) { return (s.setup.layout.tp > 1 || s.setup.layout.sequence_parallel) && !caps(s).tensor_parallel; },
+     [](T(s)) {
+         return refused(s, s.setup.layout.tp > 1 ? "tp = " + num(s.setup.layout.tp) : std::string("sequence_parallel = true"),
+                        &StackConventions::tensor_parallel);
+     }},
+    {Rule::StackContextParallel, "cp", [](T(s)) { return s.setup.layout.cp > 1 && !caps(s).context_parallel; },
+     [](T(s)) { return refused(s, "cp = " + num(s.setup.layout.cp), &StackConventions::context_parallel); }},
+    {Rule::StackPipelineParallel, "pp", [](T(s)) { return s.setup.layout.pp > 1 && !caps(s).pipeline_parallel; },
+     [](T(s)) { return refused(s, "pp = " + num(s.setup.layout.pp), &StackConventions::pipeline_parallel); }},
+    {Rule::StackExpertParallel, "ep", [](T(s)) { return s.setup.layout.ep > 1 && !caps(s).expert_parallel; },
+     [](T(s)) { return refused(s, "ep = " + num(s.setup.layout.ep), &StackConventions::expert_parallel); }},
+    {Rule::StackTpCommOverlap, "tp_comm_overlap", [](T(s)) { return s.setup.tp_comm_overlap && !caps(s).tp_comm_overlap; },
+     [](T(s)) { return refused(s, "tp_comm_overlap = true", &StackConventions::tp_comm_overlap); }},
 };
 
 #undef T

@@ -15,6 +15,7 @@
 #include "trainplan/memory.hpp"
 #include "trainplan/moves.hpp"
 #include "trainplan/opgraph.hpp"
+#include "trainplan/policy.hpp"
 
 namespace trainplan {
 
@@ -286,9 +287,24 @@ struct TopK {
 // so what is pruned cannot be in the top k. Each thread keeps its counters
 // in its own slot (padded to a cache line) and allocates nothing per leaf.
 
-PlanResult plan_layouts(const Scenario& base, const SearchSpace& space, size_t top_n, RankBy rank, unsigned threads,
+namespace {
+SearchSpace stack_space(SearchSpace sp, Stack stack) {
+    const StackConventions& c = policy().stack(stack);
+    if (!c.tensor_parallel) sp.vary_tp = sp.vary_sp = false;
+    if (!c.pipeline_parallel) sp.vary_pp = sp.vary_schedule = false;
+    if (!c.context_parallel) sp.vary_cp = false;
+    if (!c.expert_parallel) sp.vary_ep = false;
+    if (!c.tp_comm_overlap) sp.vary_overlap = false;
+    return sp;
+}
+}  // namespace
+
+PlanResult plan_layouts(const Scenario& base, const SearchSpace& asked, size_t top_n, RankBy rank, unsigned threads,
                         std::int64_t global_batch) {
     (void)rank;  // step time orders tokens/s and cost alike at a fixed GPU count
+    // Only what the stack can run is searched (data/defaults.toml [stack.*]; rules
+    // stack-*): the base's own values of the rest stay fixed.
+    const SearchSpace space = stack_space(asked, base.setup.stack);
     const auto t0 = std::chrono::steady_clock::now();
     const double cpu0 = thread_cpu_s();
     PlanResult res;

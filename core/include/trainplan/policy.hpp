@@ -59,6 +59,12 @@ struct StackConventions {
     // Under fp32 training the stack's fused attention has no kernel to run (every
     // fused backend takes fp16 / bf16 only) and it runs eager attention instead.
     bool fp32_attention_unfused = false;
+    // The model parallelism the stack's model code and loop can run: tensor
+    // (with sequence parallelism), pipeline (with interleaving), context and
+    // expert parallelism, and TP communication overlap. Data parallelism (DDP,
+    // ZeRO, FSDP) every stack runs.
+    bool tensor_parallel = false, pipeline_parallel = false, context_parallel = false, expert_parallel = false;
+    bool tp_comm_overlap = false;
     // The caching allocator's reserve (reserved - allocated) as a fraction of the
     // transient bytes (activations, logits, temporary buffers) it cycles through.
     double allocator_reserve_fraction = 0;

@@ -34,6 +34,8 @@ enum class Rule : int {
     // setup
     ZeroWithPipeline, ParamOffloadNeedsZero3, OptimizerOffloadNeedsZero, OptimizerInBackwardNoAccumulation,
     LoraRankPositive, LoraTargetsNonEmpty, Fp8NeedsHardware, Bf16NeedsHardware, SeqWithinLearnedPositions, GpuHasMemory,
+    // what the training stack can run (data/defaults.toml [stack.*] tensor_parallel, ...)
+    StackTensorParallel, StackContextParallel, StackPipelineParallel, StackExpertParallel, StackTpCommOverlap,
     Count
 };
 inline constexpr std::size_t kRuleCount = static_cast<std::size_t>(Rule::Count);
