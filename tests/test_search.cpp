@@ -312,6 +312,7 @@ TEST_CASE("the search offers only the parallelism the stack can run", "[search][
         CHECK(p.tp * p.pp * p.cp * p.ep == 1);
         CHECK_FALSE(p.sequence_parallel);
         CHECK_FALSE(c.scenario.setup.tp_comm_overlap);
+        CHECK_FALSE(c.scenario.setup.activation_offload);
         CHECK(p.dp == 8);
         CHECK(check_rules(c.scenario).empty());
     }

@@ -185,6 +185,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.context_parallel = r.boolean(row, sec, "context_parallel");
         c.expert_parallel = r.boolean(row, sec, "expert_parallel");
         c.tp_comm_overlap = r.boolean(row, sec, "tp_comm_overlap");
+        c.activation_offload = r.boolean(row, sec, "activation_offload");
         c.allocator_reserve_fraction = r.non_negative(row, sec, "allocator_reserve_fraction");
         c.optimizer_foreach = r.boolean(row, sec, "optimizer_foreach");
         c.loss = r.string(row, sec, "loss");

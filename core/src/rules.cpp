@@ -53,6 +53,7 @@ constexpr RuleInfo kInfo[] = {
     {"stack-pipeline-parallel", "pp", S::Pipeline, "pipeline parallelism on a stack without it"},
     {"stack-expert-parallel", "ep", S::Experts, "expert parallelism on a stack without it"},
     {"stack-tp-comm-overlap", "tp_comm_overlap", S::Setup, "TP communication overlap on a stack without it"},
+    {"stack-activation-offload", "activation_offload", S::Setup, "activation offload on a stack without it"},
 };
 
 static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == kRuleCount, "one RuleInfo per Rule");
@@ -80,9 +81,11 @@ std::string stacks_with(bool StackConventions::*has) {
     }
     return out;
 }
-std::string refused(const Scenario& s, const std::string& what, bool StackConventions::*has) {
-    return what + " needs a stack that runs it (" + stacks_with(has) + "); stack = \"" + to_string(s.setup.stack) +
-           "\" runs data parallelism (DDP, ZeRO, FSDP)" + (caps(s).tensor_parallel ? " and tensor parallelism" : "") + " only";
+// `layout`: the refusal is of a kind of parallelism (say what the stack runs).
+std::string refused(const Scenario& s, const std::string& what, bool StackConventions::*has, bool layout = true) {
+    const std::string head = what + " needs a stack that runs it (" + stacks_with(has) + "); stack = \"" + to_string(s.setup.stack) + "\"";
+    if (!layout) return head + " has no such switch";
+    return head + " runs data parallelism (DDP, ZeRO, FSDP)" + (caps(s).tensor_parallel ? " and tensor parallelism" : "") + " only";
 }
 
 #define T(s) const Scenario& s, const RuleOptions&
@@ -286,7 +289,9 @@ const Check kStructural[] = {
     {Rule::StackExpertParallel, "ep", [](T(s)) { return s.setup.layout.ep > 1 && !caps(s).expert_parallel; },
      [](T(s)) { return refused(s, "ep = " + num(s.setup.layout.ep), &StackConventions::expert_parallel); }},
     {Rule::StackTpCommOverlap, "tp_comm_overlap", [](T(s)) { return s.setup.tp_comm_overlap && !caps(s).tp_comm_overlap; },
-     [](T(s)) { return refused(s, "tp_comm_overlap = true", &StackConventions::tp_comm_overlap); }},
+     [](T(s)) { return refused(s, "tp_comm_overlap = true", &StackConventions::tp_comm_overlap, false); }},
+    {Rule::StackActivationOffload, "activation_offload", [](T(s)) { return s.setup.activation_offload && !caps(s).activation_offload; },
+     [](T(s)) { return refused(s, "activation_offload = true", &StackConventions::activation_offload, false); }},
 };
 
 #undef T

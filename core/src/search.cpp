@@ -295,6 +295,7 @@ SearchSpace stack_space(SearchSpace sp, Stack stack) {
     if (!c.context_parallel) sp.vary_cp = false;
     if (!c.expert_parallel) sp.vary_ep = false;
     if (!c.tp_comm_overlap) sp.vary_overlap = false;
+    if (!c.activation_offload) sp.vary_activation_offload = false;
     return sp;
 }
 }  // namespace

@@ -65,6 +65,10 @@ struct StackConventions {
     // ZeRO, FSDP) every stack runs.
     bool tensor_parallel = false, pipeline_parallel = false, context_parallel = false, expert_parallel = false;
     bool tp_comm_overlap = false;
+    // Saved activations moved to host memory and back (Megatron-Core
+    // --cpu-offloading, torchtune enable_activation_offloading, Unsloth's offloaded
+    // gradient checkpointing).
+    bool activation_offload = false;
     // The caching allocator's reserve (reserved - allocated) as a fraction of the
     // transient bytes (activations, logits, temporary buffers) it cycles through.
     double allocator_reserve_fraction = 0;
