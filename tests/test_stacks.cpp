@@ -816,3 +816,15 @@ TEST_CASE("fp32 training: no fused attention kernel under Transformer Engine, SD
     s.setup.precision = Precision::BF16Mixed;
     CHECK(app::describe_setup(s).find("attention flash2") != std::string::npos);
 }
+
+TEST_CASE("the assumes line says how DeepSpeed ZeRO-1/2 reduce their gradients", "[stacks][cli]") {
+    Scenario s = zero3_llama7b(Framework::DeepSpeed, 8, Precision::BF16Mixed, 512);
+    s.setup.zero_stage = 2;
+    CHECK(app::describe_setup(s).find("DeepSpeed all-reduces gradient buckets on the compute stream (overlap_comm off)") != std::string::npos);
+    s.setup.ds_overlap_comm = true;
+    CHECK(app::describe_setup(s).find("on its own stream under backward (overlap_comm)") != std::string::npos);
+    // One rank reduces nothing; ZeRO-3 gathers and reduce-scatters instead.
+    s.cluster.num_gpus = 1;
+    s.setup.layout.dp = 1;
+    CHECK(app::describe_setup(s).find("all-reduces gradient buckets") == std::string::npos);
+}
