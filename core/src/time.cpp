@@ -568,7 +568,10 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
             const double elems = std::max(1.0, trainable);
             tail = t.ds_overlap_comm ? rs * std::min(1.0, 0.5 * t.ds_reduce_bucket / elems) : 0.0;
         }
-        tb.dp_exposed_s = reduces * (std::max(0.0, rs - hidden) + tail) + (t.tp_comm_overlap ? std::max(0.0, ag - stage_fwd / c.clock) : ag);
+        // (What waits for backward's end is part of what backward could not hide:
+        // under DeepSpeed never more than the reduction itself.)
+        const double exposed_rs = ds ? std::min(rs, std::max(0.0, rs - hidden) + tail) : std::max(0.0, rs - hidden) + tail;
+        tb.dp_exposed_s = reduces * exposed_rs + (t.tp_comm_overlap ? std::max(0.0, ag - stage_fwd / c.clock) : ag);
     } else {
         tb.dp_comm_s = dp_allreduce(grad_bytes);
         tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + (t.overlap_grad_reduce ? std::min(tb.dp_comm_s, last_bucket) : 0.0);
