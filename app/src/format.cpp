@@ -102,8 +102,7 @@ std::string describe_setup(const Scenario& s) {
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
     // DeepSpeed ZeRO-1/2 reduce their gradient buckets with all-reduces, overlapped
     // with backward only under overlap_comm (time.cpp data_parallel_terms).
-    if (t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None && (t.zero_stage == 1 || t.zero_stage == 2) &&
-        p.dp * p.cp > 1)
+    if (runs_deepspeed_zero12(t) && p.dp * p.cp > 1)
         line += t.ds_overlap_comm ? "; DeepSpeed all-reduces gradient buckets on its own stream under backward (overlap_comm)"
                                   : "; DeepSpeed all-reduces gradient buckets on the compute stream (overlap_comm off)";
     return line;

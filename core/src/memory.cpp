@@ -416,7 +416,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     recomputed += g.attn_backward_working.bytes(sq, mb, tp, sp);
     // Held logits are not freed by the loss's backward: only the rest is reused.
     temp += std::max(0.0, recomputed - (mem.logits - held_logits));
-    if (t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None && (t.zero_stage == 1 || t.zero_stage == 2)) {
+    if (runs_deepspeed_zero12(t)) {
         // DeepSpeed ZeRO-1/2 (contiguous_gradients, default true): each backward
         // allocates its reduce bucket(s), reduce_bucket_size elements in the
         // gradient dtype, two under overlap_comm, also on one rank

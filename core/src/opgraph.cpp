@@ -319,8 +319,7 @@ SwigluKernel swiglu_kernel(const TrainingSetup& t) {
     // and up weights become adjacent views of one storage. Frozen (LoRA) weights
     // stay outside the optimizer's groups; ZeRO-3, FSDP and DDP keep each
     // parameter's own storage.
-    const bool flat = t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None &&
-                      (t.zero_stage == 1 || t.zero_stage == 2) && t.method == Method::Full;
+    const bool flat = runs_deepspeed_zero12(t) && t.method == Method::Full;
     if (sc.swiglu_fuses_packed && flat) return SwigluKernel::PackedFused;
     return sc.fused_swiglu ? SwigluKernel::Fused : SwigluKernel::Eager;
 }

@@ -75,10 +75,8 @@ struct Check {
 const StackConventions& caps(const Scenario& s) { return policy().stack(s.setup.stack); }
 std::string stacks_with(bool StackConventions::*has) {
     std::string out;
-    for (const std::string& name : enum_table<Stack>().names()) {
-        const auto k = enum_table<Stack>().parse(name);
-        if (k && policy().stack(static_cast<Stack>(*k)).*has) out += (out.empty() ? "" : ", ") + name;
-    }
+    for (const EnumEntry& e : enum_table<Stack>().entries)
+        if (policy().stack(static_cast<Stack>(e.value)).*has) out += std::string(out.empty() ? "" : ", ") + e.name;
     return out;
 }
 // `layout`: the refusal is of a kind of parallelism (say what the stack runs).

@@ -544,7 +544,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         // reduce_ready_partitions_and_remove_grads reduces when
         // partition_gradients or at the boundary); each reduce overlaps its own
         // micro-batch's backward.
-        const bool ds = t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None;
+        const bool ds = runs_deepspeed_zero12(t);
         const double reduces = ds && t.zero_stage == 2 ? c.micro_batches : 1.0;
         // DeepSpeed ZeRO-1/2 all-reduce each gradient bucket and every rank keeps
         // its partition's slice (stage_1_and_2.py average_tensor ->

@@ -225,6 +225,13 @@ struct TrainingSetup {
            ((t.framework == Framework::DeepSpeed && t.zero_stage >= 1) || t.framework == Framework::Megatron);
 }
 
+// DeepSpeed's ZeRO-1/2 optimizer (runtime/zero/stage_1_and_2.py) runs the step:
+// flat 16-bit parameter groups, contiguous-gradient reduce buckets reduced by
+// all-reduce (overlap_comm on its own stream), fp32 partitions of its own.
+[[nodiscard]] constexpr bool runs_deepspeed_zero12(const TrainingSetup& t) {
+    return t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None && (t.zero_stage == 1 || t.zero_stage == 2);
+}
+
 // Plain torch DistributedDataParallel replicates the model: autocast or pure
 // 16-bit bookkeeping, no FSDP, no optimizer sharding of an engine, more than one
 // data-parallel rank (one process trains alone, unwrapped).
