@@ -295,3 +295,26 @@ TEST_CASE("TP comm overlap needs peer access inside one node (Transformer Engine
     REQUIRE(geforce_on.warnings.size() == 1);
     CHECK(geforce_on.warnings[0].message.find("no peer access") != std::string::npos);
 }
+
+TEST_CASE("ring all-gathers pay a hop latency per rank, as NCCL's tuning model charges them", "[hardware][collectives]") {
+    // NCCL runs all-gather and reduce-scatter only as rings (src/graph/tuning.cc,
+    // NVIDIA/nccl @01afd20: "if (coll != ncclCollAllReduce && a != NCCL_ALGO_RING)
+    // continue"), and charges a ring nRanks - 1 steps, nNodes - 1 of them on the
+    // network: latency = base + (nsteps - nInterSteps) x intraLat + nInterSteps x
+    // interLat, with hwLat's Ring / LL128 per-step figures NVLink 1.9 us and
+    // network 4.0 us (data/defaults.toml [link] ring_hop_us). On 192 DGX A100 nodes
+    // (1536 ranks) over HDR InfiniBand, whose collective base latency is 22.4 us:
+    // 22.4 + 1344 x 1.9 + 191 x 4.0 = 3,340.0 us per all-gather -- per layer, and
+    // three times a micro-batch under ZeRO-3, 0.96 s on 96 layers.
+    const Scenario s = scenario("gpt2", "a100-sxm-80gb", 1536);
+    REQUIRE(s.cluster.gpus_per_node == 8);
+    REQUIRE(s.cluster.inter_node.kind == LinkKind::InfiniBand);
+    const TierCosts t = tier_costs(s.cluster);
+    CHECK(ring_latency_s(8, 192, t.intra, t.inter) == Approx(3340.0e-6).epsilon(1e-9));
+    // One node: no network step; 7 NVLink steps on the NVSwitch base 8.4 us = 21.7 us.
+    CHECK(ring_latency_s(8, 1, t.intra, t.inter) == Approx(21.7e-6).epsilon(1e-9));
+    // A ring is linear in the ranks, not logarithmic as a tree: 4x the nodes,
+    // (5376 - 1344) x 1.9 + (767 - 191) x 4.0 = 9,964.8 us more.
+    CHECK(ring_latency_s(8, 768, t.intra, t.inter) - ring_latency_s(8, 192, t.intra, t.inter) ==
+          Approx(9964.8e-6).epsilon(1e-9));
+}

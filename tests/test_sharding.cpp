@@ -94,11 +94,14 @@ TEST_CASE("hybrid sharding vs ZeRO-3 on 4 nodes x 8 A100: hand-derived volumes",
 
     // Time: the 0.1875 Psi bytes saved per micro-batch cross HDR InfiniBand at
     // 25 GB/s x 0.94 (ib-hdr preset, one NIC per GPU) = 23.5 GB/s: 0.5503 s.
-    // Latency (22.4 us per network ring step, 8.4 us inside the node):
-    //   ZeRO-3: 3 collectives x 3 ring steps across 4 nodes + 3 per layer x 80 layers on the network
-    //   hybrid: one all-reduce of 6 steps + per layer 3 in-node + 1 network
-    //   difference per micro-batch: (9 - 6) x 22.4 us + 80 x (3 x 22.4 - 3 x 8.4 - 22.4) us = 1.6352 ms.
-    const double per_mb = 0.1875 * psi / 23.5e9 + 3 * 22.4e-6 + 80 * (3 * 22.4e-6 - 3 * 8.4e-6 - 22.4e-6);
+    // Latency (base 22.4 us on the network, 8.4 us inside the node; NCCL's ring
+    // hops 4.0 us on the network, 1.9 us on NVLink, collectives.hpp ring_latency_s):
+    //   ZeRO-3: 3 collectives x 3 ring steps across 4 nodes, plus per layer 3 rings
+    //     over all 32 ranks: 22.4 + 28 x 1.9 + 3 x 4.0 = 87.6 us each
+    //   hybrid: one all-reduce of 6 steps, plus per layer 3 rings over the node's
+    //     8 ranks (8.4 + 7 x 1.9 = 21.7 us each) and one network all-reduce (22.4 us)
+    //   difference per micro-batch: (9 - 6) x 22.4 us + 80 x (3 x 87.6 - 3 x 21.7 - 22.4) us = 14.0912 ms.
+    const double per_mb = 0.1875 * psi / 23.5e9 + 3 * 22.4e-6 + 80 * (3 * 87.6e-6 - 3 * 21.7e-6 - 22.4e-6);
     CHECK(z3["time"]["dp_comm_s"].get<double>() - hy["time"]["dp_comm_s"].get<double>() == Approx(mbs * per_mb).epsilon(1e-6));
     // The optimizer step updates each rank's shard: 1/8 of the states under
     // hybrid, 1/32 under ZeRO-3 -> exactly 4x the time.

@@ -12,7 +12,7 @@ LinkCost link_cost(const LinkSpec& l) {
     const LinkDefaults& d = policy().link(l.kind, l.p2p);
     const double eff = l.efficiency > 0 ? l.efficiency : d.efficiency;
     const double lat = l.latency_s > 0 ? l.latency_s : d.latency_s;
-    return {l.bandwidth_Bps * eff, lat};
+    return {l.bandwidth_Bps * eff, lat, d.ring_hop_s};
 }
 
 TierCosts tier_costs(const ClusterSpec& c) {
@@ -44,6 +44,13 @@ double allgather_s(double bytes, int n, const LinkCost& c) {
     return steps * c.latency_s + allgather_bytes(bytes, n) / c.bus_Bps;
 }
 double reducescatter_s(double bytes, int n, const LinkCost& c) { return allgather_s(bytes, n, c); }
+
+double ring_latency_s(int per_node, int nodes, const LinkCost& intra, const LinkCost& inter) {
+    const int n = per_node * nodes;
+    if (n <= 1) return 0;
+    const double base = nodes > 1 ? inter.latency_s : intra.latency_s;
+    return base + (n - nodes) * intra.ring_hop_s + (nodes - 1) * inter.ring_hop_s;
+}
 
 double alltoall_s(double bytes, int n, const LinkCost& c) {
     if (n <= 1 || bytes <= 0) return 0;

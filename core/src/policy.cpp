@@ -110,7 +110,8 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     auto ld = [&](const char* key) {
         const toml::table& row = r.sub(link, "link", key);
         const std::string sec = std::string("link.") + key;
-        return LinkDefaults{r.number(row, sec, "efficiency"), r.number(row, sec, "latency_us") * 1e-6};
+        return LinkDefaults{r.number(row, sec, "efficiency"), r.number(row, sec, "latency_us") * 1e-6,
+                            r.number(row, sec, "ring_hop_us") * 1e-6};
     };
     p.nvlink_ = ld("nvlink");
     p.nvswitch_ = ld("nvswitch");

@@ -502,7 +502,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         const double g_shard = grad_bytes / n_s;
         intra_bytes = 2 * allgather_bytes(w16, n_s) + (grads ? reducescatter_bytes(grad_bytes, n_s) : 0);
         inter_bytes = grads ? allreduce_bytes(g_shard, n_r) : 0;
-        const double latency = c.max_layers * (3.0 * intra.latency_s + (n_r > 1 ? inter.latency_s : 0));
+        const double latency = c.max_layers * (3.0 * ring_latency_s(n_s, 1, intra, intra) + (n_r > 1 ? inter.latency_s : 0));
         const double per_mb = 2.0 * allgather_s(w16, n_s, intra) +
                               (grads ? reducescatter_s(grad_bytes, n_s, intra) + allreduce_s(g_shard, n_r, inter) : 0) + latency;
         tb.dp_comm_s = c.micro_batches * per_mb;
@@ -514,12 +514,13 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     if (plan.gathers_weights) {
         // ZeRO-3 / FSDP: all-gather 16-bit weights for forward and again for
         // backward (one collective per wrapped layer), reduce-scatter
-        // gradients, every micro-batch. Counted as exposed: the published
+        // gradients, every micro-batch; each of those rings pays a hop latency
+        // per rank (ring_latency_s), which at hundreds of ranks rivals the bytes. Counted as exposed: the published
         // step times of PyTorch FSDP (llm-foundry MPT benchmarks, forward
         // prefetch off by default) match no effective overlap -- e.g. MPT-13B
         // on 8 x A100 at micro-batch 2 without recompute: 59.6 % MFU
         // measured, 59 % with the collectives exposed, 77 % if hidden.
-        const double latency = 3.0 * c.max_layers * (nodes > 1 ? inter.latency_s : intra.latency_s);
+        const double latency = 3.0 * c.max_layers * ring_latency_s(per_node, nodes, intra, inter);
         const double per_mb = dp_allgather(w16, 2) + (grads ? dp_allgather(grad_bytes) : 0) + latency;
         tb.dp_comm_s = c.micro_batches * per_mb;
         tb.dp_exposed_s = tb.dp_comm_s;

@@ -10,6 +10,7 @@ namespace trainplan {
 struct LinkCost {
     double bus_Bps = 0;
     double latency_s = 0;
+    double ring_hop_s = 0;  // per step of a ring (see ring_latency_s)
 };
 
 // The link's own efficiency and latency where the preset gives them, else the
@@ -35,6 +36,12 @@ struct TierCosts {
 [[nodiscard]] double allreduce_s(double bytes, int n, const LinkCost& c);
 [[nodiscard]] double allgather_s(double bytes, int n, const LinkCost& c);
 [[nodiscard]] double reducescatter_s(double bytes, int n, const LinkCost& c);
+// Latency of one ring all-gather or reduce-scatter over `per_node` x `nodes`
+// ranks. NCCL runs these two collectives as rings only (src/graph/tuning.cc
+// skips every other algorithm for them; PAT, NCCL 2.23+, only with one GPU per
+// node): nRanks - 1 steps, nNodes - 1 of them across the network, each adding
+// its hop latency to the collective's base latency.
+[[nodiscard]] double ring_latency_s(int per_node, int nodes, const LinkCost& intra, const LinkCost& inter);
 // All-to-all (MoE dispatch / combine): n - 1 pairwise exchanges of S/n each.
 [[nodiscard]] double alltoall_s(double bytes, int n, const LinkCost& c);
 

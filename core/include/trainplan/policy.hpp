@@ -20,6 +20,7 @@ namespace trainplan {
 struct LinkDefaults {
     double efficiency = 0;  // achieved bus bandwidth / link bandwidth
     double latency_s = 0;   // per ring step
+    double ring_hop_s = 0;  // what each hop of a ring over many ranks adds (NCCL's per-step latency)
 };
 
 struct AttentionEfficiency {
