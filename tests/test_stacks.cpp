@@ -828,3 +828,44 @@ TEST_CASE("the assumes line says how DeepSpeed ZeRO-1/2 reduce their gradients",
     s.setup.layout.dp = 1;
     CHECK(app::describe_setup(s).find("all-reduces gradient buckets") == std::string::npos);
 }
+
+TEST_CASE("stacks: Megatron-LM's legacy model code: Apex norms, eager SwiGLU, and a flash path selective recompute skips",
+          "[stacks][memory][time]") {
+    // alibaba/Megatron-LLaMA megatron/model (Megatron-LM before Megatron-Core):
+    // FusedRMSNormAffineFunction keeps the 16-bit input, as Megatron-Core's norms;
+    // ParallelMLP's `F.silu(x[0]) * x[1]` keeps silu(gate) (f x 2 B per token) that
+    // Megatron-Core's fused SwiGLU recomputes. Llama-2-7B, f = 11008: 22,016 B per
+    // token per layer, nothing else.
+    const StepGraph legacy = graph("llama-2-7b", Stack::MegatronLegacy);
+    const StepGraph core = graph("llama-2-7b", Stack::MegatronCore);
+    CHECK(legacy.stored_none.bytes(1, 1, 1, false) - core.stored_none.bytes(1, 1, 1, false) == Approx(2.0 * 11008));
+    // The Apex norm reads its 16-bit input once and writes its 16-bit output:
+    // 2 x 2 B x h = 16,384 B per token, where transformers' eager LlamaRMSNorm
+    // (x.float(), pow, mean, rsqrt, mul, cast, weight mul) moves 2 + 7 x 4 + 3 x 2
+    // = 36 B per element in bf16: 147,456 B.
+    auto norm_bytes = [](const StepGraph& g) {
+        for (const OpDef& o : g.ops)
+            if (o.role == OpRole::AttnNorm) return o.hbm_bytes_per_token;
+        return -1.0;
+    };
+    CHECK(norm_bytes(legacy) == Approx(4.0 * 4096));
+    CHECK(norm_bytes(graph("llama-2-7b", Stack::HfPeft)) == Approx(36.0 * 4096));
+    // Its ParallelAttention checkpoints only the unfused CoreAttention: under
+    // flash, recompute = "selective" runs nothing again (the same step as none),
+    // where Megatron-Core's checkpoint_core_attention re-runs the flash forward.
+    auto step = [](Stack st, Recompute r) {
+        Scenario s;
+        s.model = tp_test::model("llama-2-7b");
+        s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+        s.setup.stack = st;
+        s.setup.framework = Framework::Megatron;
+        s.setup.recompute = r;
+        s.setup.seq_len = 4096;
+        s.setup.micro_batch = 1;
+        return estimate_time(s).time.compute_s;
+    };
+    CHECK(step(Stack::MegatronLegacy, Recompute::Selective) == step(Stack::MegatronLegacy, Recompute::None));
+    CHECK(step(Stack::MegatronCore, Recompute::Selective) > step(Stack::MegatronCore, Recompute::None));
+    // Eager element-wise ops cost time: the legacy step is slower than Megatron-Core's.
+    CHECK(step(Stack::MegatronLegacy, Recompute::None) > step(Stack::MegatronCore, Recompute::None));
+}

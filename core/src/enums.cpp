@@ -99,6 +99,7 @@ constexpr EnumEntry kStack[] = {
     {TP_E(Stack, Torchtune), "torchtune", "", "torchtune recipes (chunked cross-entropy)"},
     {TP_E(Stack, DeepSpeed), "deepspeed", "", "DeepSpeed engine over Hugging Face model code"},
     {TP_E(Stack, MegatronCore), "megatron-core", "megatron,megatron-lm,nemo,megatron-deepspeed", "Megatron-LM / Megatron-Core / NeMo"},
+    {TP_E(Stack, MegatronLegacy), "megatron-legacy", "", "Megatron-LM's megatron/model before Megatron-Core (2020-2023) and its forks: Apex norms, eager SwiGLU and RoPE"},
 };
 constexpr EnumEntry kAttention[] = {
     {TP_E(AttentionKernel, Flash1), "flash1", "flash-attn-1", "FlashAttention 1"},

@@ -360,7 +360,11 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     double norm_bytes = 2 * h * a;
     if (!fused) {
         if (m.norm == NormKind::LayerNorm) norm_bytes = t.framework == Framework::PyTorchAMP ? h * (r + 4 + 4 + 2) : h * (r + a);
-        else norm_bytes = h * (r + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2 + 2 + 2);
+        // A fused RMSNorm kernel (the stack's norms keep the 16-bit input:
+        // norm_saved_bytes 0 -- Apex, flash-attn's) reads its input once and writes
+        // its output, beside eager element-wise ops.
+        else if (sc.norm_saved_bytes > 0) norm_bytes = h * (r + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2 + 2 + 2);
+        else norm_bytes = h * (r + a);
     }
     const double residual_bytes = 3 * h * r;
     // What a norm keeps of its input for backward: eager RMSNorms keep an fp32
@@ -420,8 +424,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // Megatron's selective recompute (--recompute-granularity selective)
         // checkpoints the core attention also when it is fused: the kernel's
         // forward runs again in backward and its log-sum-exp is not kept (the
-        // context is, as the output projection's input).
-        fa.selective_recompute = true;
+        // context is, as the output projection's input). Megatron-LM's legacy
+        // flash path does not ([stack.*] selective_recomputes_flash).
+        fa.selective_recompute = sc.selective_recomputes_flash;
         ctx = b.tensor("attn_context", qd, a, TP);
         const int lse = b.output("attn_logsumexp", nh, 4.0, TP);
         b.g.ops.back().saves.insert(b.g.ops.back().saves.end(), {ctx, lse});

@@ -181,6 +181,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.fsdp_no_sync = r.boolean(row, sec, "fsdp_no_sync");
         c.attn_softmax_fp32 = r.boolean(row, sec, "attn_softmax_fp32");
         c.fp32_attention_unfused = r.boolean(row, sec, "fp32_attention_unfused");
+        c.selective_recomputes_flash = r.boolean(row, sec, "selective_recomputes_flash");
         c.tensor_parallel = r.boolean(row, sec, "tensor_parallel");
         c.pipeline_parallel = r.boolean(row, sec, "pipeline_parallel");
         c.context_parallel = r.boolean(row, sec, "context_parallel");

@@ -60,6 +60,9 @@ struct StackConventions {
     // Under fp32 training the stack's fused attention has no kernel to run (every
     // fused backend takes fp16 / bf16 only) and it runs eager attention instead.
     bool fp32_attention_unfused = false;
+    // Selective recompute checkpoints the fused attention kernel too (its forward
+    // runs again in backward), not only eager attention's s x s ops.
+    bool selective_recomputes_flash = true;
     // The model parallelism the stack's model code and loop can run: tensor
     // (with sequence parallelism), pipeline (with interleaving), context and
     // expert parallelism, and TP communication overlap. Data parallelism (DDP,

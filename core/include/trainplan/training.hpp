@@ -71,6 +71,7 @@ enum class Stack {
     Torchtune,
     DeepSpeed,     // DeepSpeed engine over Hugging Face model code (DeepSpeed-Chat, HF + ZeRO)
     MegatronCore,  // Megatron-LM / Megatron-Core / NeMo / Megatron-DeepSpeed
+    MegatronLegacy,  // Megatron-LM's megatron/model before Megatron-Core, and forks of it (Megatron-LLaMA)
 };
 
 [[nodiscard]] const char* to_string(Method v);
