@@ -194,6 +194,41 @@ TEST_CASE("stacks: framework = megatron without a stack keeps Megatron's kernels
     CHECK(enum_table<Stack>().parse("nemo") == static_cast<int>(Stack::MegatronCore));
 }
 
+TEST_CASE("stacks: a stack named without a framework keeps its own engine's bookkeeping", "[stacks][schema][memory]") {
+    auto resolve = [](const std::string& training, int gpus = 8) {
+        auto in = parse_scenario_toml("[model]\npreset = \"llama-2-7b\"\n[hardware]\ngpu = \"a100-sxm-80gb\"\ngpus = " +
+                                          std::to_string(gpus) + "\n[training]\n" + training,
+                                      "s.toml");
+        REQUIRE(in.has_value());
+        auto s = resolve_scenario(*in, tp_test::presets());
+        REQUIRE(s.has_value());
+        return *s;
+    };
+    // The transformers Trainer autocasts over fp32 weights (DDP, FSDP) and hands
+    // ZeRO to DeepSpeed's engine; LitGPT, torchtitan and torchtune autocast or
+    // shard with FSDP; Megatron keeps fp32 main gradients.
+    CHECK(resolve("stack = \"hf-peft\"\n").setup.framework == Framework::PyTorchAMP);
+    CHECK(resolve("stack = \"hf-peft\"\nzero = 2\n").setup.framework == Framework::DeepSpeed);
+    CHECK(resolve("stack = \"hf-peft\"\nfsdp = \"full-shard\"\n").setup.framework == Framework::PyTorchAMP);
+    CHECK(resolve("stack = \"torchtitan\"\n").setup.framework == Framework::PyTorchAMP);
+    CHECK(resolve("stack = \"megatron-legacy\"\n").setup.framework == Framework::Megatron);
+    CHECK(resolve("stack = \"deepspeed\"\n").setup.framework == Framework::DeepSpeed);
+    CHECK(resolve("").setup.framework == Framework::DeepSpeed);  // generic-eager: the DeepSpeed default
+    CHECK(resolve("stack = \"hf-peft\"\nframework = \"deepspeed\"\n").setup.framework == Framework::DeepSpeed);  // explicit wins
+    // What it changes, by hand: Llama-2-7B (6,738,415,616 parameters) full fine-tune,
+    // bf16-mixed AdamW on one GPU. torch.autocast keeps fp32 weights and gradients
+    // and AdamW's two fp32 moments (4 + 4 + 8 B) plus its cast cache's 16-bit copy
+    // of each weight for the step (2 B); DeepSpeed's engine keeps 16-bit weights and
+    // gradients and an fp32 master copy with the moments (2 + 2 + 12 B): 2 B per
+    // parameter more under the transformers Trainer's own autocast.
+    auto states = [&](const std::string& training) {
+        const MemoryBreakdown m = estimate_memory(resolve(training, 1)).peak();
+        return m.weights + m.gradients + m.optimizer;
+    };
+    CHECK(states("stack = \"hf-peft\"\n") - states("stack = \"hf-peft\"\nframework = \"deepspeed\"\n") ==
+          Approx(2.0 * 6'738'415'616).epsilon(1e-3));
+}
+
 TEST_CASE("stacks: an unknown stack is bad input naming the file, line, key and the choices", "[stacks][bad-input]") {
     const auto in = parse_scenario_toml("[model]\npreset = \"llama-2-7b\"\n[training]\nstack = \"keras\"\n", "bad.toml");
     REQUIRE_FALSE(in.has_value());

@@ -255,7 +255,11 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::optimizer>("training", "optimizer", "--optimizer", "Optimizer", choice<OptimizerKind>(),
                                     "Optimizer (default adamw)", TP_AT(setup.optimizer)));
     f.push_back(row<&In::framework>("training", "framework", "--framework", "Bookkeeping", choice<Framework>(),
-                                    "Mixed-precision bookkeeping convention (default deepspeed)", TP_AT(setup.framework)));
+                                    "Mixed-precision bookkeeping convention (default: the stack's engine -- pytorch-amp for the "
+                                    "transformers, LitGPT, torchtitan, torchtune and Unsloth stacks, megatron for the Megatron "
+                                    "ones, deepspeed otherwise)",
+                                    TP_AT(setup.framework)));
+    f.back().contextual_default = true;
     f.push_back(row<&In::stack>("training", "stack", "--stack", "Training stack", choice<Stack>(),
                                 "Training stack whose kernel and memory conventions apply (default generic-eager; "
                                 "megatron-core when framework = megatron)",
