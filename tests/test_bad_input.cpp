@@ -78,6 +78,10 @@ TEST_CASE("bad flags: unknown presets, out-of-range values, impossible layouts",
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "2", "--pp", "2", "--stack", "torchtune"},
          "error: pp = 2 needs a stack that runs it (generic-eager, torchtitan, megatron-core, megatron-legacy); stack = \"torchtune\" runs data "
          "parallelism (DDP, ZeRO, FSDP) and tensor parallelism only\n"},
+        // Megatron-LM's pre-Core model code: tensor and pipeline parallelism, no context parallelism.
+        {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "4", "--tp", "2", "--cp", "2", "--stack", "megatron-legacy"},
+         "error: cp = 2 needs a stack that runs it (generic-eager, torchtitan, megatron-core); stack = \"megatron-legacy\" runs data "
+         "parallelism (DDP, ZeRO, FSDP), tensor and pipeline parallelism only\n"},
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--stack", "hf-peft", "--activation-offload", "on"},
          "error: activation_offload = true needs a stack that runs it (generic-eager, unsloth, torchtune, megatron-core); stack = "
          "\"hf-peft\" has no such switch\n"},
