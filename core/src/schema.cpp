@@ -265,6 +265,10 @@ std::vector<Field> make_fields() {
                                 "megatron-core when framework = megatron)",
                                 TP_AT(setup.stack)));
     f.back().contextual_default = true;
+    f.push_back(row<&In::grad_accum_fusion>("training", "grad_accum_fusion", "--grad-accum-fusion", "Grad accumulation fusion", boolean(),
+                                            "Megatron: weight-gradient GEMMs accumulate into the fp32 main grads (default on); "
+                                            "off = --no-gradient-accumulation-fusion, a separate add every micro-batch",
+                                            TP_AT(setup.grad_accum_fusion)));
     f.push_back(row<&In::zero>("training", "zero", "--zero", "ZeRO stage", integer(0, 3), "ZeRO stage 0-3 (default 0)",
                                TP_AT(setup.zero_stage)));
     f.push_back(row<&In::fsdp>("training", "fsdp", "--fsdp", "FSDP", choice<FsdpStrategy>(),

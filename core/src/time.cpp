@@ -311,9 +311,21 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
         if (t.recompute == Recompute::Full) stage_rec += rec_layers * per_pass;
         dequant = L * per_pass * (gptq ? 1 : 2) + (t.recompute == Recompute::Full ? rec_layers * per_pass : 0.0);
     }
+    // Megatron without gradient accumulation fusion (--no-gradient-accumulation-fusion):
+    // each weight-gradient GEMM writes a 16-bit .grad and Megatron's DDP hook adds it
+    // to the fp32 main_grad (`param.main_grad.add_(param.grad.data)`: read 2 B, read and
+    // write 4 B) for every trainable parameter of the stage, every micro-batch; with
+    // the fusion the GEMM accumulates into main_grad itself (megatron/core
+    // tensor_parallel/layers.py, fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32).
+    double unfused_accum = 0;
+    if (t.framework == Framework::Megatron && !t.grad_accum_fusion) {
+        unfused_accum = c.crit.trainable() * (2.0 + 4.0 + 4.0) / c.hw.bw;
+        stage_bwd += unfused_accum;
+    }
     // A lowered SM clock (thermal / power throttling) stretches the math, not the
     // memory-bound (HBM/GDDR-bandwidth) part: memory clocks are not throttled with the SMs.
-    const double memory_bound = L * lt.memory_bound + (t.recompute == Recompute::Full ? 0.5 * rec_layers * lt.memory_bound : 0.0);
+    const double memory_bound =
+        L * lt.memory_bound + (t.recompute == Recompute::Full ? 0.5 * rec_layers * lt.memory_bound : 0.0) + unfused_accum;
     const double stage = stage_fwd + stage_bwd + stage_rec;
     // (An unbounded stage -- a zero bandwidth or peak -- stays unbounded, not inf - inf.)
     const double clocked = std::isfinite(stage) ? std::max(0.0, stage - memory_bound - dequant) : stage;

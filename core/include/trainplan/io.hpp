@@ -80,6 +80,7 @@ struct ScenarioInput {
     std::optional<bool> tp_comm_overlap;
     std::optional<bool> grad_reduce_bf16;
     std::optional<bool> overlap_grad_reduce;
+    std::optional<bool> grad_accum_fusion;
     std::optional<std::int64_t> seq_len, micro_batch, grad_accum, global_batch;
     std::optional<int> tp, pp, dp, ep, vp, cp;
     std::optional<bool> sequence_parallel;

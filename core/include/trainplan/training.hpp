@@ -203,6 +203,11 @@ struct TrainingSetup {
     // DDP, Megatron --overlap-grad-reduce); off: reduced after the last
     // micro-batch's backward (Megatron's DistributedOptimizer without it).
     bool overlap_grad_reduce = true;
+    // Megatron's gradient accumulation fusion (APEX fused_weight_gradient_mlp_cuda,
+    // on by default): weight-gradient GEMMs accumulate straight into the fp32
+    // main_grad. Off (--no-gradient-accumulation-fusion): each writes a 16-bit .grad
+    // that a separate kernel adds to main_grad every micro-batch.
+    bool grad_accum_fusion = true;
     std::int64_t seq_len = 2048;
     std::int64_t micro_batch = 1;
     std::int64_t grad_accum = 1;          // micro-batches per step per DP replica
