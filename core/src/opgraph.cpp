@@ -162,6 +162,11 @@ double forward_only_launches(const OpDef& o, const StackConventions& sc, const T
     return gemm_launches(o, sc) * dequant_launches(t);
 }
 
+// The stack's RMSNorm is eager model code (transformers' LlamaRMSNorm: x.float(),
+// pow, mean, rsqrt, mul, cast, weight mul), which keeps an fp32 copy of its input
+// ([stack.*] norm_saved_bytes > 0), not one fused kernel (Apex, flash-attn, TE).
+bool eager_rmsnorm(const ModelSpec& m, const StackConventions& sc) { return m.norm == NormKind::RMSNorm && sc.norm_saved_bytes > 0; }
+
 double forward_launches(const OpDef& o, const StackConventions& sc, const ModelSpec& m, const TrainingSetup& t) {
     const bool eager = !sc.fused_elementwise;
     switch (o.role) {
@@ -171,7 +176,7 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::PostAttnNorm:
         case OpRole::MlpNorm:
         case OpRole::PostMlpNorm:
-        case OpRole::FinalNorm: return (m.norm == NormKind::RMSNorm && sc.norm_saved_bytes > 0) ? 8 : 1;
+        case OpRole::FinalNorm: return eager_rmsnorm(m, sc) ? 8 : 1;
         case OpRole::Rope: return eager ? 14 : 2;
         case OpRole::AttnLayoutCopies: return 4;  // q, k, v into the kernel's layout, the output back
         case OpRole::AttnScores: return 3;
@@ -359,17 +364,15 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     const double r = (!fused && t.framework == Framework::PyTorchAMP && t.precision != Precision::FP32) ? 4.0 : a;
     double norm_bytes = 2 * h * a;
     if (!fused) {
+        // A fused RMSNorm kernel reads its input once and writes its output, also
+        // beside eager element-wise ops.
         if (m.norm == NormKind::LayerNorm) norm_bytes = t.framework == Framework::PyTorchAMP ? h * (r + 4 + 4 + 2) : h * (r + a);
-        // A fused RMSNorm kernel (the stack's norms keep the 16-bit input:
-        // norm_saved_bytes 0 -- Apex, flash-attn's) reads its input once and writes
-        // its output, beside eager element-wise ops.
-        else if (sc.norm_saved_bytes > 0) norm_bytes = h * (r + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2 + 2 + 2);
-        else norm_bytes = h * (r + a);
+        else norm_bytes = eager_rmsnorm(m, sc) ? h * (r + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2 + 2 + 2) : h * (r + a);
     }
     const double residual_bytes = 3 * h * r;
     // What a norm keeps of its input for backward: eager RMSNorms keep an fp32
     // copy (x.float() feeds pow and mul), fused kernels the 16-bit input.
-    const double norm_in_bytes = (m.norm == NormKind::RMSNorm && sc.norm_saved_bytes > 0) ? sc.norm_saved_bytes : a;
+    const double norm_in_bytes = eager_rmsnorm(m, sc) ? sc.norm_saved_bytes : a;
 
     // ===== first stage: token (and learned position) embedding
     b.site = Site::First;
