@@ -170,6 +170,17 @@ TEST_CASE("stacks: every stack has a complete row; a broken row names its key", 
     REQUIRE_FALSE(p.has_value());
     CHECK(p.error().diagnostics.at(0).key == "stack.unsloth.loss_logit_copies");
     CHECK(p.error().diagnostics.at(0).line > 0);
+    // The engine a row names must be a framework the tool knows.
+    std::string text2 = embedded_defaults_toml();
+    const std::string eng = "framework = \"pytorch-amp\"\nzero_framework = \"deepspeed\"\n";
+    REQUIRE(text2.find(eng) != std::string::npos);
+    text2.replace(text2.find(eng), eng.size(), "framework = \"pytorch\"\nzero_framework = \"deepspeed\"\n");
+    const auto p2 = Policy::parse(text2, "defaults.toml");
+    REQUIRE_FALSE(p2.has_value());
+    const Diagnostic& d2 = p2.error().diagnostics.at(0);
+    CHECK(d2.key == "stack.hf-peft.framework");
+    CHECK(d2.line > 0);
+    CHECK(d2.message == "stack.hf-peft.framework must be one of " + enum_table<Framework>().allowed());
 }
 
 TEST_CASE("stacks: framework = megatron without a stack keeps Megatron's kernels; explicit stack wins", "[stacks][schema]") {

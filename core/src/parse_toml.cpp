@@ -579,25 +579,12 @@ struct Resolver {
         // Files written before `stack` existed keyed Megatron's fused kernels on
         // framework = megatron: that framework still implies its stack.
         if (!in.stack && t.framework == Framework::Megatron) t.stack = Stack::MegatronCore;
-        // A stack named without a framework runs its own engine's bookkeeping: the
-        // transformers Trainer (and Unsloth on it) autocasts over fp32 weights under
-        // DDP or FSDP and hands ZeRO to DeepSpeed's engine; LitGPT (Fabric),
-        // torchtitan and torchtune autocast or shard with FSDP; Megatron keeps fp32
-        // main gradients. generic-eager keeps the DeepSpeed default.
+        // A stack named without a framework runs its own engine's bookkeeping
+        // (data/defaults.toml [stack.*] framework, zero_framework).
         if (in.stack && !in.framework) {
+            const StackConventions& sc = policy().stack(*in.stack);
             const bool ds_zero = t.zero_stage >= 1 && t.fsdp == FsdpStrategy::None;
-            switch (*in.stack) {
-                case Stack::HfPeft:
-                case Stack::HfFused:
-                case Stack::Unsloth: t.framework = ds_zero ? Framework::DeepSpeed : Framework::PyTorchAMP; break;
-                case Stack::LitGPT:
-                case Stack::Torchtitan:
-                case Stack::Torchtune: t.framework = Framework::PyTorchAMP; break;
-                case Stack::MegatronCore:
-                case Stack::MegatronLegacy: t.framework = Framework::Megatron; break;
-                case Stack::GenericEager:
-                case Stack::DeepSpeed: break;
-            }
+            t.framework = ds_zero ? sc.zero_framework : sc.framework;
         }
     }
 

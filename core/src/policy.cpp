@@ -61,6 +61,16 @@ public:
         fail(n, section + "." + key, section + "." + key + (n ? " must be true or false" : " is missing"));
         return false;
     }
+    // A string naming one entry of E's enum table.
+    template <typename E>
+    E choice(const toml::table& t, const std::string& section, const std::string& key) {
+        const toml::node* n = t.get(key);
+        const EnumTable& names = enum_table<E>();
+        if (n && n->is_string())
+            if (auto v = names.parse(n->as_string()->get())) return static_cast<E>(*v);
+        fail(n, section + "." + key, section + "." + key + (n ? " must be one of " + names.allowed() : " is missing"));
+        return E{};
+    }
     const toml::table& sub(const toml::table& t, const std::string& section, const std::string& key) {
         static const toml::table empty;
         if (const toml::table* s = t.get_as<toml::table>(key)) return *s;
@@ -190,6 +200,8 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.activation_offload = r.boolean(row, sec, "activation_offload");
         c.allocator_reserve_fraction = r.non_negative(row, sec, "allocator_reserve_fraction");
         c.optimizer_foreach = r.boolean(row, sec, "optimizer_foreach");
+        c.framework = r.choice<Framework>(row, sec, "framework");
+        c.zero_framework = r.choice<Framework>(row, sec, "zero_framework");
         c.loss = r.string(row, sec, "loss");
         c.norms = r.string(row, sec, "norms");
         c.elementwise = r.string(row, sec, "elementwise");

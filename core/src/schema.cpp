@@ -255,9 +255,10 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::optimizer>("training", "optimizer", "--optimizer", "Optimizer", choice<OptimizerKind>(),
                                     "Optimizer (default adamw)", TP_AT(setup.optimizer)));
     f.push_back(row<&In::framework>("training", "framework", "--framework", "Bookkeeping", choice<Framework>(),
-                                    "Mixed-precision bookkeeping convention (default: the stack's engine -- pytorch-amp for the "
-                                    "transformers, LitGPT, torchtitan, torchtune and Unsloth stacks, megatron for the Megatron "
-                                    "ones, deepspeed otherwise)",
+                                    "Mixed-precision bookkeeping convention (default: the named stack's own engine, its "
+                                    "[stack.*] framework / zero_framework in data/defaults.toml -- pytorch-amp for the "
+                                    "transformers stacks, deepspeed for them under ZeRO, megatron for Megatron; deepspeed "
+                                    "when no stack is named)",
                                     TP_AT(setup.framework)));
     f.back().contextual_default = true;
     f.push_back(row<&In::stack>("training", "stack", "--stack", "Training stack", choice<Stack>(),

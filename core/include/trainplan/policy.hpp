@@ -79,6 +79,11 @@ struct StackConventions {
     // AdamW as torch's multi-tensor (foreach) implementation, one memory pass per
     // _foreach op, rather than one fused kernel (time side).
     bool optimizer_foreach = false;
+    // The engine whose bookkeeping a run of the stack has when the scenario names
+    // no framework (the resolver applies it): without ZeRO, and under ZeRO 1-3
+    // without FSDP.
+    Framework framework = Framework::DeepSpeed;
+    Framework zero_framework = Framework::DeepSpeed;
     // Short descriptions for the "assumes:" line.
     std::string loss, norms, elementwise, allocator;
 };
