@@ -116,6 +116,15 @@ bool field_applies(const Field& f, const Scenario& s) {
     const std::string key = f.key;
     if (key.rfind("lora_", 0) == 0) return s.setup.method != Method::Full;
     if (key == "quant" || key == "double_quant" || key == "paged_optimizer") return s.setup.method == Method::QLoRA;
+    // Settings of one engine, precision or policy only (their help says which).
+    const TrainingSetup& t = s.setup;
+    if (key == "tf32") return t.precision == Precision::FP32;
+    if (key == "grad_accum_fusion") return t.framework == Framework::Megatron;
+    if (key == "recompute_method" || key == "recompute_layers") return t.recompute == Recompute::Full;
+    if (key == "ds_sub_group_size") return t.framework == Framework::DeepSpeed && t.zero_stage == 3 && t.fsdp == FsdpStrategy::None;
+    if (key == "ds_reduce_bucket" || key == "ds_overlap_comm") return runs_deepspeed_zero12(t);
+    if (key == "fsdp_limit_all_gathers") return t.fsdp != FsdpStrategy::None;
+    if (key == "ddp_bucket_view") return runs_torch_ddp(t);
     return true;
 }
 
@@ -130,7 +139,7 @@ MainWindow::MainWindow(Controller* controller, QWidget* parent) : QMainWindow(pa
     auto* editor = new QWidget(scroll);
     buildEditor(editor);
     scroll->setWidget(editor);
-    scroll->setMinimumWidth(380);
+    scroll->setMinimumWidth(400);
     scroll_ = scroll;
     auto* wheel = new WheelToScroll(scroll, this);
     for (QWidget* w : editor->findChildren<QWidget*>())
@@ -209,6 +218,10 @@ bool has_default_state(const Field& f) {
 }
 
 constexpr const char* kDefault = "(default)";
+constexpr int kDefaultRole = Qt::UserRole + 1;  // marks a combo's "(default)" entry
+
+// The combo's "(default)" entry, or -1 where it has none.
+int default_index(const QComboBox* c) { return c->count() > 0 && c->itemData(0, kDefaultRole).toBool() ? 0 : -1; }
 
 }  // namespace
 
@@ -246,6 +259,15 @@ QWidget* MainWindow::makeFieldWidget(const Field& f, QWidget* host) {
         }
         case FieldType::Enum: {
             auto* c = combo(qPrintable(name + "Combo"), {}, host);
+            // A value that follows other settings (the stack's engine, QLoRA's
+            // precision) can be handed back to them: the first entry, shown as
+            // "(default: <what it resolves to>)" while chosen.
+            if (f.contextual_default) {
+                c->addItem(kDefault);
+                c->setItemData(0, true, kDefaultRole);
+                c->setItemData(0, QString("follows the other settings (as the command line does when --%1 is not given)").arg(QString(f.key).replace('_', '-')),
+                               Qt::ToolTipRole);
+            }
             for (const EnumEntry& e : r.choices->entries) {
                 c->addItem(e.name);
                 c->setItemData(c->count() - 1, QString(e.help), Qt::ToolTipRole);
@@ -286,7 +308,10 @@ std::optional<FieldValue> MainWindow::widgetValue(const Field& f, QWidget* w) co
         return d->value();
     }
     if (auto* c = qobject_cast<QCheckBox*>(w)) return c->isChecked();
-    if (auto* c = qobject_cast<QComboBox*>(w)) return text(c->currentText().trimmed());
+    if (auto* c = qobject_cast<QComboBox*>(w)) {
+        if (default_index(c) >= 0 && c->currentIndex() == default_index(c)) return std::nullopt;
+        return text(c->currentText().trimmed());
+    }
     return std::nullopt;
 }
 
@@ -295,7 +320,10 @@ void MainWindow::showFieldValue(const Field& f, QWidget* w, const std::optional<
     if (auto* s = qobject_cast<QSpinBox*>(w)) s->setValue(v ? static_cast<int>(std::min<std::int64_t>(std::get<std::int64_t>(*v), s->maximum())) : s->minimum());
     else if (auto* d = qobject_cast<QDoubleSpinBox*>(w)) d->setValue(v ? std::get<double>(*v) : d->minimum());
     else if (auto* c = qobject_cast<QCheckBox*>(w)) c->setChecked(v && std::get<bool>(*v));
-    else if (auto* c = qobject_cast<QComboBox*>(w)) set_combo(c, v ? QString::fromStdString(value_to_text(f.rule, *v)) : QString(kDefault));
+    else if (auto* c = qobject_cast<QComboBox*>(w)) {
+        if (!v && default_index(c) >= 0) c->setCurrentIndex(default_index(c));
+        else set_combo(c, v ? QString::fromStdString(value_to_text(f.rule, *v)) : QString(kDefault));
+    }
 }
 
 // Widgets of fields the input leaves to the resolver show the resolved value
@@ -312,6 +340,13 @@ void MainWindow::refreshFields() {
         if (!c_->valid()) continue;
         std::optional<FieldValue> v = f->read ? f->read(c_->scenario()) : std::nullopt;
         if (has_default_state(*f) && f->rule.type == FieldType::Text && f->rule.preset != PresetKind::Gpu) v.reset();
+        if (auto* c = qobject_cast<QComboBox*>(w); c && default_index(c) >= 0) {
+            // Left to the other settings: the "(default)" entry, naming what it resolves to.
+            const QSignalBlocker block(c);
+            c->setItemText(default_index(c), v ? QString("%1: %2)").arg(QString(kDefault).chopped(1), QString::fromStdString(value_to_text(f->rule, *v)))
+                                                : QString(kDefault));
+            v.reset();
+        }
         showFieldValue(*f, w, v);
     }
     if (c_->valid()) dp_label_->setText(QString::number(c_->scenario().setup.layout.dp));

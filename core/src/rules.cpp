@@ -85,15 +85,15 @@ std::string refused(const Scenario& s, const std::string& what, bool StackConven
     const std::string head = what + " needs a stack that runs it (" + stacks_with(has) + "); stack = \"" + to_string(s.setup.stack) + "\"";
     if (!layout) return head + " has no such switch";
     // The kinds it does run: data parallelism always, then the model parallelism it has.
-    std::vector<std::string> kinds;
+    std::vector<std::string> kinds{"data parallelism (DDP, ZeRO, FSDP)"};
     if (caps(s).tensor_parallel) kinds.emplace_back("tensor");
     if (caps(s).pipeline_parallel) kinds.emplace_back("pipeline");
     if (caps(s).context_parallel) kinds.emplace_back("context");
     if (caps(s).expert_parallel) kinds.emplace_back("expert");
-    std::string more;
-    for (std::size_t i = 0; i < kinds.size(); ++i) more += (i == 0 ? "" : i + 1 == kinds.size() ? " and " : ", ") + kinds[i];
-    if (!kinds.empty()) more = (kinds.size() == 1 ? " and " : ", ") + more + " parallelism";
-    return head + " runs data parallelism (DDP, ZeRO, FSDP)" + more + " only";
+    if (kinds.size() > 1) kinds.back() += " parallelism";  // "..., tensor and pipeline parallelism"
+    std::string list;
+    for (std::size_t i = 0; i < kinds.size(); ++i) list += (i == 0 ? "" : i + 1 == kinds.size() ? " and " : ", ") + kinds[i];
+    return head + " runs " + list + " only";
 }
 
 #define T(s) const Scenario& s, const RuleOptions&

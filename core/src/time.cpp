@@ -527,7 +527,8 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         // ZeRO-3 / FSDP: all-gather 16-bit weights for forward and again for
         // backward (one collective per wrapped layer), reduce-scatter
         // gradients, every micro-batch; each of those rings pays a hop latency
-        // per rank (ring_latency_s), which at hundreds of ranks rivals the bytes. Counted as exposed: the published
+        // per rank (ring_latency_s), which at hundreds of ranks rivals the
+        // bytes. Counted as exposed: the published
         // step times of PyTorch FSDP (llm-foundry MPT benchmarks, forward
         // prefetch off by default) match no effective overlap -- e.g. MPT-13B
         // on 8 x A100 at micro-batch 2 without recompute: 59.6 % MFU

@@ -38,6 +38,11 @@ using namespace trainplan::gui;
 
 namespace {
 
+// What a combo left to the resolver shows: "(default: <resolved value>)".
+QString deflt(const QString& v) { return "(default: " + v + ")"; }
+QString deflt(const std::string& v) { return deflt(QString::fromStdString(v)); }
+QString deflt(const char* v) { return deflt(QString(v)); }
+
 template <class T>
 T* child(QWidget& w, const char* name) {
     T* c = w.findChild<T*>(name);
@@ -131,8 +136,8 @@ private slots:
         // QLoRA: fits, and the display follows. Fields left to the resolver show
         // the recipe's defaults (bf16 compute, full recompute), as the CLI uses them.
         child<QComboBox>(w, "methodCombo")->setCurrentText("qlora");
-        QCOMPARE(child<QComboBox>(w, "precisionCombo")->currentText(), QString("bf16"));
-        QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), QString("full"));
+        QCOMPARE(child<QComboBox>(w, "precisionCombo")->currentText(), deflt("bf16"));
+        QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), deflt("full"));
         QCOMPARE(c.scenario().setup.recompute, Recompute::Full);
         child<QComboBox>(w, "precisionCombo")->setCurrentText("bf16");
         child<QComboBox>(w, "recomputeCombo")->setCurrentText("full");
@@ -166,9 +171,9 @@ private slots:
         const QString cli_total = gb(cli["memory"]["total_bytes"].get<double>());
         // Only the method is chosen; the rest of the recipe follows.
         child<QComboBox>(w, "methodCombo")->setCurrentText("qlora");
-        QCOMPARE(child<QComboBox>(w, "precisionCombo")->currentText(), QString::fromStdString(cli["training"]["precision"].get<std::string>()));
-        QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), QString::fromStdString(cli["training"]["recompute"].get<std::string>()));
-        QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), QString("full"));
+        QCOMPARE(child<QComboBox>(w, "precisionCombo")->currentText(), deflt(cli["training"]["precision"].get<std::string>()));
+        QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), deflt(cli["training"]["recompute"].get<std::string>()));
+        QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), deflt("full"));
         QVERIFY2(child<QLabel>(w, "verdictBanner")->text().startsWith("FITS"), qPrintable(child<QLabel>(w, "verdictBanner")->text()));
         QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), cli_total);
 
@@ -590,8 +595,8 @@ private slots:
             w.showInput();
             QVERIFY(child<QLabel>(w, "verdictBanner")->text().startsWith("DOES NOT FIT"));
             child<QComboBox>(w, "methodCombo")->setCurrentText("qlora");
-            QCOMPARE(child<QComboBox>(w, "precisionCombo")->currentText(), QString::fromStdString(cli["training"]["precision"].get<std::string>()));
-            QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), QString("full"));
+            QCOMPARE(child<QComboBox>(w, "precisionCombo")->currentText(), deflt(cli["training"]["precision"].get<std::string>()));
+            QCOMPARE(child<QComboBox>(w, "recomputeCombo")->currentText(), deflt("full"));
             QVERIFY2(child<QLabel>(w, "verdictBanner")->text().startsWith("FITS"), qPrintable(child<QLabel>(w, "verdictBanner")->text()));
             QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), cli_total);
         }
@@ -606,7 +611,7 @@ private slots:
         w2.loadScenario(full, "llama-2-13b");
         QCOMPARE(c2.memory().peak().total, c.memory().peak().total);
         child<QComboBox>(w2, "methodCombo")->setCurrentText("qlora");
-        QCOMPARE(child<QComboBox>(w2, "recomputeCombo")->currentText(), QString("full"));
+        QCOMPARE(child<QComboBox>(w2, "recomputeCombo")->currentText(), deflt("full"));
         QCOMPARE(table_value(child<QTableWidget>(w2, "memoryTable"), "total"), cli_total);
     }
 
@@ -673,6 +678,32 @@ private slots:
         QVERIFY(enabled("loraRankSpin") && enabled("quantCombo") && enabled("doubleQuantCheck") && enabled("pagedOptimizerCheck"));
         child<QComboBox>(w, "methodCombo")->setCurrentText("full");
         QVERIFY(!enabled("loraDropoutSpin") && !enabled("quantCombo"));
+    }
+
+    // A stack chosen with the framework left to it brings its engine, as on the
+    // command line; an explicit framework can be handed back to the stack.
+    void frameworkFollowsTheStackUntilChosenAndBackAgain() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
+        auto* fw = child<QComboBox>(w, "frameworkCombo");
+        child<QComboBox>(w, "stackCombo")->setCurrentText("torchtitan");
+        QCOMPARE(fw->currentText(), deflt("pytorch-amp"));
+        QCOMPARE(c.scenario().setup.framework, Framework::PyTorchAMP);
+        // autocast: fp32 weights (4 B) and fp32 gradients (4 B) for 6,738,415,616 parameters.
+        QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "gradients"), QString("26.95 GB"));
+        const nlohmann::json cli = cli_json({"fit", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--stack", "torchtitan", "--json"});
+        QCOMPARE(table_value(child<QTableWidget>(w, "memoryTable"), "total"), gb(cli["memory"]["total_bytes"].get<double>()));
+        fw->setCurrentText("megatron");
+        QCOMPARE(c.scenario().setup.framework, Framework::Megatron);
+        QCOMPARE(fw->currentText(), QString("megatron"));
+        fw->setCurrentIndex(0);  // "(default: ...)": the stack's engine again
+        QCOMPARE(c.scenario().setup.framework, Framework::PyTorchAMP);
+        QCOMPARE(fw->currentText(), deflt("pytorch-amp"));
+        QVERIFY(!c.input().framework);
+        child<QComboBox>(w, "stackCombo")->setCurrentText("megatron-core");
+        QCOMPARE(fw->currentText(), deflt("megatron"));
     }
 
     // Compare: distinct short titles, and a row that says what differs.
