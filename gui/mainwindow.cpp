@@ -921,8 +921,10 @@ void MainWindow::buildPlan(QWidget* host) {
     plan_table_ = new QTableWidget(0, 8, host);
     plan_table_->setObjectName("planTable");
     plan_table_->setHorizontalHeaderLabels({"GPUs", "layout", "micro x accum", "ZeRO", "recompute", "tokens/s", "MFU", "memory/GPU"});
-    plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-    plan_table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);  // the layout text carries cp, ovl, act>host
+    // Every column as wide as its header or its widest cell (the layout text carries
+    // cp, ovl, act>host); the layout column takes what is left.
+    plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    plan_table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
     plan_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     plan_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     v->addWidget(plan_table_, 1);
