@@ -712,7 +712,12 @@ void MainWindow::showResults() {
     const std::optional<RatioBand> mband = c_->band(BandKind::Memory, s);
     const std::optional<RatioBand> tband = c_->band(BandKind::StepTime, s);
     const QString mrange = mband ? QString(" (P10-P90 %1-%2)").arg(gbtext(m.total * mband->p10), gbtext(m.total * mband->p90)) : QString();
-    if (m.fits()) {
+    if (m.fits() && mband && m.total * mband->p90 > m.capacity) {
+        // As `fit` says it: the estimate fits, the upper end of its band does not.
+        banner_->setText(QString("FITS, but not at the P90 end: %1%4 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange));
+        banner_->setToolTip("The estimate fits; published runs like this one peaked up to the P90 figure, which does not: leave more headroom before buying or launching.");
+        setStyleIfChanged(banner_, "background: #9a6700; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
+    } else if (m.fits()) {
         banner_->setText(QString("FITS: %1%4 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange));
         setStyleIfChanged(banner_, "background: #1a7f37; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     } else if (m.total <= m.capacity) {

@@ -680,6 +680,32 @@ private slots:
         QVERIFY(!enabled("loraDropoutSpin") && !enabled("quantCombo"));
     }
 
+    // An estimate that fits with a P90 end that does not: amber, worded as `fit` words it.
+    void marginalFitSaysTheP90EndDoesNotFit() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-3-8b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("h100-sxm");
+        child<QSpinBox>(w, "gpusSpin")->setValue(8);
+        child<QComboBox>(w, "stackCombo")->setCurrentText("torchtitan");
+        child<QComboBox>(w, "fsdpCombo")->setCurrentText("full-shard");
+        child<QComboBox>(w, "recomputeCombo")->setCurrentText("selective");
+        child<QSpinBox>(w, "seqLenSpin")->setValue(8192);
+        const MemoryBreakdown& m = c.memory().peak();
+        QVERIFY2(m.fits() && m.headroom() < 0.05 * m.capacity, qPrintable(gb(m.total)));
+        const nlohmann::json cli = cli_json({"fit", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--stack", "torchtitan", "--fsdp",
+                                             "full-shard", "--recompute", "selective", "--seq-len", "8192", "--json"});
+        QCOMPARE(gb(cli["memory"]["total_bytes"].get<double>()), gb(m.total));
+        const double p90 = cli["memory"]["total_bytes_p90"].get<double>();
+        QVERIFY(p90 > m.capacity);  // the CLI's band says it: "at the P90 end it does not fit"
+        const QString text = child<QLabel>(w, "verdictBanner")->text();
+        QVERIFY2(text.startsWith("FITS, but not at the P90 end: " + gb(m.total)), qPrintable(text));
+        QVERIFY2(text.contains(gb(p90)), qPrintable(text));
+        // Room to spare: the plain verdict.
+        child<QSpinBox>(w, "seqLenSpin")->setValue(2048);
+        QVERIFY2(child<QLabel>(w, "verdictBanner")->text().startsWith("FITS: "), qPrintable(child<QLabel>(w, "verdictBanner")->text()));
+    }
+
     // A stack chosen with the framework left to it brings its engine, as on the
     // command line; an explicit framework can be handed back to the stack.
     void frameworkFollowsTheStackUntilChosenAndBackAgain() {
