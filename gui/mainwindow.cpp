@@ -114,7 +114,7 @@ void never_widens(QLabel* l) {
 // under); the editor greys out the rest.
 bool field_applies(const Field& f, const Scenario& s) {
     const std::string key = f.key;
-    if (key.rfind("lora_", 0) == 0) return s.setup.method != Method::Full;
+    if (key.rfind("lora_", 0) == 0 || key == "train_embeddings") return s.setup.method != Method::Full;
     if (key == "quant" || key == "double_quant" || key == "paged_optimizer") return s.setup.method == Method::QLoRA;
     // Settings of one engine, precision or policy only (their help says which).
     const TrainingSetup& t = s.setup;
@@ -242,8 +242,11 @@ QWidget* MainWindow::makeFieldWidget(const Field& f, QWidget* host) {
         case FieldType::Number: {
             auto* d = new QDoubleSpinBox(host);
             d->setObjectName(name + "Spin");
-            d->setDecimals(4);
-            const double step = 0.0001;
+            // Counts with a huge range (DeepSpeed bucket and sub-group sizes, in
+            // elements) are whole numbers: no decimals ("500000000", not "500000000.0000").
+            const int decimals = r.lo >= 1 && r.hi >= 1e9 ? 0 : 4;
+            d->setDecimals(decimals);
+            const double step = decimals == 0 ? 1.0 : 0.0001;
             d->setRange(r.lo - (optional ? step : 0), r.hi);
             d->setSingleStep(r.hi <= 1 ? 0.01 : 1);
             if (optional) d->setSpecialValueText(kDefault);
