@@ -677,7 +677,32 @@ private slots:
         child<QComboBox>(w, "methodCombo")->setCurrentText("qlora");
         QVERIFY(enabled("loraRankSpin") && enabled("quantCombo") && enabled("doubleQuantCheck") && enabled("pagedOptimizerCheck"));
         child<QComboBox>(w, "methodCombo")->setCurrentText("full");
-        QVERIFY(!enabled("loraDropoutSpin") && !enabled("quantCombo"));
+        QVERIFY(!enabled("loraDropoutSpin") && !enabled("quantCombo") && !enabled("trainEmbeddingsCheck"));
+    }
+
+    // Settings of one engine, precision or policy grey out where the scenario does not run it.
+    void engineSettingsFollowTheEngine() {
+        Controller c({TRAINPLAN_SOURCE_DIR});
+        MainWindow w(&c);
+        auto enabled = [&](const char* name) { return w.findChild<QWidget*>(name)->isEnabled(); };
+        child<QComboBox>(w, "modelCombo")->setEditText("llama-2-7b");
+        child<QComboBox>(w, "gpuCombo")->setCurrentText("a100-sxm-80gb");
+        child<QSpinBox>(w, "gpusSpin")->setValue(8);
+        QVERIFY(!enabled("tf32Check"));
+        child<QComboBox>(w, "precisionCombo")->setCurrentText("fp32");
+        QVERIFY(enabled("tf32Check"));
+        // DeepSpeed's bucket knobs under its ZeRO-1/2, the sub-group size under its ZeRO-3.
+        child<QComboBox>(w, "frameworkCombo")->setCurrentText("deepspeed");
+        child<QSpinBox>(w, "zeroSpin")->setValue(2);
+        QVERIFY(enabled("dsReduceBucketSpin") && enabled("dsOverlapCommCheck") && !enabled("dsSubGroupSizeSpin"));
+        child<QSpinBox>(w, "zeroSpin")->setValue(3);
+        QVERIFY(!enabled("dsReduceBucketSpin") && enabled("dsSubGroupSizeSpin"));
+        QVERIFY(!enabled("gradAccumFusionCheck"));
+        child<QComboBox>(w, "frameworkCombo")->setCurrentText("megatron");
+        QVERIFY(enabled("gradAccumFusionCheck") && !enabled("dsSubGroupSizeSpin"));
+        QVERIFY(!enabled("recomputeMethodCombo"));
+        child<QComboBox>(w, "recomputeCombo")->setCurrentText("full");
+        QVERIFY(enabled("recomputeMethodCombo") && enabled("recomputeLayersSpin"));
     }
 
     // An estimate that fits with a P90 end that does not: amber, worded as `fit` words it.
