@@ -180,7 +180,7 @@ TEST_CASE("stacks: every stack has a complete row; a broken row names its key", 
     const Diagnostic& d2 = p2.error().diagnostics.at(0);
     CHECK(d2.key == "stack.hf-peft.framework");
     CHECK(d2.line > 0);
-    CHECK(d2.message == "stack.hf-peft.framework must be one of " + enum_table<Framework>().allowed());
+    CHECK(d2.message == "stack.hf-peft.framework = \"pytorch\" is not one of: " + enum_table<Framework>().allowed());
 }
 
 TEST_CASE("stacks: framework = megatron without a stack keeps Megatron's kernels; explicit stack wins", "[stacks][schema]") {

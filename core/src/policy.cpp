@@ -66,9 +66,14 @@ public:
     E choice(const toml::table& t, const std::string& section, const std::string& key) {
         const toml::node* n = t.get(key);
         const EnumTable& names = enum_table<E>();
-        if (n && n->is_string())
-            if (auto v = names.parse(n->as_string()->get())) return static_cast<E>(*v);
-        fail(n, section + "." + key, section + "." + key + (n ? " must be one of " + names.allowed() : " is missing"));
+        const std::string name = section + "." + key;
+        if (n && n->is_string()) {
+            const std::string value = n->as_string()->get();
+            if (auto v = names.parse(value)) return static_cast<E>(*v);
+            fail(n, name, name + " = \"" + value + "\" is not one of: " + names.allowed());
+        } else {
+            fail(n, name, name + (n ? " must be a string, one of: " + names.allowed() : " is missing"));
+        }
         return E{};
     }
     const toml::table& sub(const toml::table& t, const std::string& section, const std::string& key) {
