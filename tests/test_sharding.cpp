@@ -185,3 +185,68 @@ TEST_CASE("expert parallelism: experts split by EP, their states sharded over DP
     const double expected = 12 * (experts / 4) / 4 + 12 * (static_cast<double>(pc.total) - experts) / 16;
     CHECK(estimate_memory(s).peak().optimizer == Approx(expected).epsilon(1e-12));
 }
+
+TEST_CASE("NCCL communicators a rank opens, and their buffers in its memory", "[sharding][memory]") {
+    Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.model.tied_embeddings = true;
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.cluster.num_gpus = 8;
+    s.cluster.gpus_per_node = 8;
+    s.setup.framework = Framework::Megatron;
+    s.setup.layout = {2, 2, 2, 1, 1, false, Schedule::OneF1B};
+    s.setup.grad_accum = 4;
+    REQUIRE(validate(s).empty());
+    ShardPlan p = shard_plan(s);
+    // Megatron, tp 2 x pp 2 x dp 2: the world (8 ranks) and, of two ranks each,
+    // TP, PP, the gradients' data-parallel group and the first / last stage
+    // embedding group; the last stage also averages the loss over its own
+    // data-parallel group.
+    Communicators first = communicators(s, p, true, false);
+    CHECK(first.groups == 1);
+    CHECK(first.pairs == 4);
+    Communicators last = communicators(s, p, false, true);
+    CHECK(last.groups == 1);
+    CHECK(last.pairs == 5);
+    // Untied embeddings: no embedding group.
+    s.model.tied_embeddings = false;
+    CHECK(communicators(s, p, true, false).pairs == 3);
+
+    // Data parallelism alone over 8 ranks: torch DDP reduces on the world group
+    // itself; Megatron on a data-parallel group of its own and its loss group.
+    s.setup.layout = {1, 1, 8, 1, 1, false, Schedule::OneF1B};
+    s.setup.grad_accum = 1;
+    REQUIRE(validate(s).empty());
+    p = shard_plan(s);
+    CHECK(communicators(s, p, true, true).groups == 3);
+    s.setup.framework = Framework::PyTorchAMP;
+    CHECK(communicators(s, p, true, true).groups == 1);
+    CHECK(communicators(s, p, true, true).pairs == 0);
+
+    // FSDP HYBRID_SHARD on 8 nodes x 8 with TP 2: the world, TP (2), the shard
+    // group inside the node (4) and the replica group across nodes (16).
+    s.cluster.num_gpus = 128;
+    s.setup.layout = {2, 1, 64, 1, 1, false, Schedule::OneF1B};
+    s.setup.zero_stage = 3;
+    s.setup.fsdp = FsdpStrategy::HybridShard;
+    REQUIRE(validate(s).empty());
+    p = shard_plan(s);
+    Communicators h = communicators(s, p, true, true);
+    CHECK(h.groups == 3);
+    CHECK(h.pairs == 1);
+
+    // One GPU opens none.
+    s = Scenario{};
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    REQUIRE(validate(s).empty());
+    CHECK(communicators(s, shard_plan(s), true, true).total() == 0);
+
+    // In fit's memory: Megatron TP 8 on one node holds the world and the TP
+    // communicator, 688 MiB each (NVIDIA/nccl#964), beside the CUDA context
+    // (400 MiB) and cuBLAS workspace (32 MiB): 1,808 MiB.
+    const json j = tp_test::cli_json("fit", {"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "8", "--tp", "8", "--framework", "megatron", "--json"});
+    CHECK(j["memory"]["framework_bytes"].get<double>() == Approx(1808.0 * 1024 * 1024));
+    const json one = tp_test::cli_json("fit", {"llama-2-7b", "--gpu", "a100-sxm-80gb", "--framework", "megatron", "--json"});
+    CHECK(one["memory"]["framework_bytes"].get<double>() == Approx(432.0 * 1024 * 1024));
+}

@@ -16,6 +16,7 @@ const MemoryDefaults& memory_defaults() {
         m.cuda_context_bytes = p.cuda_context_bytes;
         m.library_workspace_bytes = p.library_workspace_bytes;
         m.communicator_bytes = p.communicator_bytes;
+        m.communicator_pair_bytes = p.communicator_pair_bytes;
         m.grad_bucket_bytes = p.grad_bucket_bytes;
         return m;
     }();
@@ -184,9 +185,8 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     // scripts run through DeepSpeed, finetune_qlora_single_gpu.sh --deepspeed
     // ds_config_zero2.json).
     c.adapter_bpp = qlora && !engine_casts_model(t) ? BytesPerParam{2, 2, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states} : c.bpp;
-    c.framework_bytes = t.framework_overhead_bytes >= 0
-                            ? t.framework_overhead_bytes
-                            : def.cuda_context_bytes + def.library_workspace_bytes + (s.cluster.num_gpus > 1 ? def.communicator_bytes : 0);
+    // (The NCCL communicators are added per stage: stage_memory.)
+    c.framework_bytes = t.framework_overhead_bytes >= 0 ? t.framework_overhead_bytes : def.cuda_context_bytes + def.library_workspace_bytes;
     if (t.fragmentation_fraction >= 0) c.frag_frac = t.fragmentation_fraction;
     else c.transient_frac = policy().stack(t.stack).allocator_reserve_fraction;
     // Calibration hook (calibrate.hpp): fitted additions to the overheads.
@@ -485,6 +485,12 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
 
     mem.allocated = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.logits + mem.temporary;
     mem.framework = c.framework_bytes;
+    if (t.framework_overhead_bytes < 0) {
+        // NCCL buffers of every communicator this rank opens (data/defaults.toml [memory]).
+        const MemoryDefaults& def = memory_defaults();
+        const Communicators comms = communicators(c.s, c.plan, first, last);
+        mem.framework += comms.pairs * def.communicator_pair_bytes + comms.groups * def.communicator_bytes;
+    }
     // The caching allocator keeps freed blocks reserved: what it cannot reuse
     // grows with what it cycles through (activations, logits, buffers), not with
     // the persistent weights and states.

@@ -163,6 +163,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     p.cuda_context_bytes = r.number(mem, "memory", "cuda_context_mib") * units::MiB;
     p.library_workspace_bytes = r.number(mem, "memory", "library_workspace_mib") * units::MiB;
     p.communicator_bytes = r.number(mem, "memory", "communicator_mib") * units::MiB;
+    p.communicator_pair_bytes = r.number(mem, "memory", "communicator_pair_mib") * units::MiB;
     p.grad_bucket_bytes = r.number(mem, "memory", "grad_bucket_mb") * units::MB;
 
     const toml::table& ov = r.table("overlap");

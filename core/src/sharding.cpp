@@ -81,6 +81,54 @@ ShardPlan shard_plan(const Scenario& s) {
     return p;
 }
 
+// Which process groups see a collective, per rank:
+//  - the world group: every launcher and engine runs at least a barrier on it
+//    (torch.distributed's default group, whose communicator PyTorch creates at
+//    the first collective);
+//  - one per parallel dimension of more than one rank (tp, cp, pp, dp or, under
+//    hybrid sharding, the shard and replica groups, ep). An engine other than
+//    Megatron runs a dimension that spans every rank on the world group itself
+//    (DDP, FSDP and DeepSpeed default to it); Megatron builds each dimension
+//    with its own new_group (megatron/core/parallel_state.py
+//    initialize_model_parallel), and pipeline send / receive go through the
+//    pipeline group's communicator (batch_isend_irecv);
+//  - Megatron also averages the loss over a data-parallel group of its own on
+//    the last stage (a second new_group beside the one "with context
+//    parallelism" that reduces the gradients), and all-reduces tied word
+//    embeddings over a group of the first and last stages when pp > 1
+//    (finalize_model_grads: _allreduce_word_embedding_grads).
+// Read in Megatron-LM core_v0.6.0 (parallel_state.py, training/utils.py,
+// distributed/finalize_model_grads.py).
+Communicators communicators(const Scenario& s, const ShardPlan& p, bool first, bool last) {
+    Communicators c;
+    const int world = s.cluster.num_gpus;
+    if (world <= 1) return c;
+    const bool megatron = s.setup.framework == Framework::Megatron;
+    auto add = [&](int size) {
+        if (size <= 1) return;
+        (size == 2 ? c.pairs : c.groups) += 1;
+    };
+    add(world);
+    auto dimension = [&](int size) {
+        if (size < world || megatron) add(size);
+    };
+    dimension(p.tp_group.size);
+    dimension(p.cp_group.size);
+    dimension(p.pp_group.size);
+    dimension(p.ep_group.size);
+    if (p.hybrid) {
+        dimension(p.shard_group.size);
+        dimension(p.replica_group.size);
+    } else {
+        dimension(p.dp_group.size);
+    }
+    if (megatron) {
+        if (last && p.dp > 1) add(p.dp);  // the loss-averaging data-parallel group
+        if (p.pp > 1 && (first || last) && s.model.tied_embeddings) add(2);
+    }
+    return c;
+}
+
 StageParams stage_params(const StepGraph& g, const ShardPlan& p, double layers, bool first, bool last) {
     StageParams sp;
     const double div[3] = {static_cast<double>(p.tp), 1.0, static_cast<double>(p.tp) * p.ep};

@@ -17,8 +17,10 @@ struct MemoryDefaults {
     double cuda_context_bytes = 0;
     // cuBLAS/cuDNN workspaces.
     double library_workspace_bytes = 0;
-    // NCCL communicator buffers, per process, when any collective group exists.
+    // NCCL buffers of one communicator (two ranks / more), per communicator a
+    // rank opens (sharding.hpp communicators()).
     double communicator_bytes = 0;
+    double communicator_pair_bytes = 0;
     // Gradient-reduction buckets in flight (2 x PyTorch DDP's 25 MB default).
     double grad_bucket_bytes = 0;
 };

@@ -101,7 +101,8 @@ public:
     // Per-process memory overheads ([memory]; memory.hpp MemoryDefaults reads them).
     double cuda_context_bytes = 0;
     double library_workspace_bytes = 0;
-    double communicator_bytes = 0;
+    double communicator_bytes = 0;       // NCCL buffers of one communicator of more than two ranks
+    double communicator_pair_bytes = 0;  // ... of a two-rank communicator
     double grad_bucket_bytes = 0;
     // Share of the TP collectives left exposed under --tp-comm-overlap ([overlap]).
     double tp_comm_exposed_fraction = 0;

@@ -54,6 +54,16 @@ struct ShardPlan {
 // The scenario must be valid (validate()).
 [[nodiscard]] ShardPlan shard_plan(const Scenario& s);
 
+// NCCL communicators one rank of a pipeline stage opens, by size: a
+// communicator holds its channels' buffers for the life of the process, so
+// each one costs memory whether or not its traffic is large (memory.cpp).
+struct Communicators {
+    int pairs = 0;   // two-rank groups
+    int groups = 0;  // groups of more than two ranks
+    [[nodiscard]] int total() const { return pairs + groups; }
+};
+[[nodiscard]] Communicators communicators(const Scenario& s, const ShardPlan& p, bool first, bool last);
+
 // Parameters one GPU holds for a pipeline stage of `layers` layers (with the
 // embedding side if `first`, the head side if `last`), after the TP split (and
 // EP for routed experts), before ZeRO / FSDP sharding: the graph's weights,
