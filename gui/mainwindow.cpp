@@ -121,7 +121,7 @@ bool field_applies(const Field& f, const Scenario& s) {
     if (key == "tf32") return t.precision == Precision::FP32;
     if (key == "grad_accum_fusion") return t.framework == Framework::Megatron;
     if (key == "recompute_method" || key == "recompute_layers") return t.recompute == Recompute::Full;
-    if (key == "ds_sub_group_size") return t.framework == Framework::DeepSpeed && t.zero_stage == 3 && t.fsdp == FsdpStrategy::None;
+    if (key == "ds_sub_group_size") return runs_deepspeed_zero3(t);
     if (key == "ds_reduce_bucket" || key == "ds_overlap_comm") return runs_deepspeed_zero12(t);
     if (key == "fsdp_limit_all_gathers") return t.fsdp != FsdpStrategy::None;
     if (key == "ddp_bucket_view") return runs_torch_ddp(t);
@@ -715,7 +715,7 @@ void MainWindow::showResults() {
     const std::optional<RatioBand> mband = c_->band(BandKind::Memory, s);
     const std::optional<RatioBand> tband = c_->band(BandKind::StepTime, s);
     const QString mrange = mband ? QString(" (P10-P90 %1-%2)").arg(gbtext(m.total * mband->p10), gbtext(m.total * mband->p90)) : QString();
-    if (m.fits() && mband && m.total * mband->p90 > m.capacity) {
+    if (m.fits() && mband && over_capacity_at_p90(*mband, m.total, m.capacity)) {
         // As `fit` says it: the estimate fits, the upper end of its band does not.
         banner_->setText(QString("FITS, but not at the P90 end: %1%4 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange));
         banner_->setToolTip("The estimate fits; published runs like this one peaked up to the P90 figure, which does not: leave more headroom before buying or launching.");

@@ -118,7 +118,7 @@ void same_hardware_remedies(Catalogue& c) {
     c.add("DeepSpeed overlap_comm", "ZeRO-1/2 reduce the gradient buckets on their own stream under backward; two reduce buckets resident", false,
           [](Scenario& x, Changes& ch, Advice&) { return set_ds_overlap_comm(x, ch); });
     c.addresses({B::Memory, B::Communication});
-    if (t.zero_stage == 3)
+    if (runs_deepspeed_zero3(t))
         c.add("DeepSpeed sub_group_size=1e8", "the step copies the gradients to fp32 1e8 elements at a time", false,
               [](Scenario& x, Changes& ch, Advice&) { return shrink_ds_sub_group(x, ch); });
     c.addresses({B::Memory, B::Compute});

@@ -451,10 +451,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // one tensor. The CPU step of the offload path reads host copies instead. Mixed
     // precision only: fp32 training's flat copy, 4 B, is not counted.)
     double step_segments = 0;  // reserved beside backward's cached blocks (below)
-    if (t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None && t.zero_stage >= 1 &&
-        t.optimizer_offload == Offload::None && tb.master > 0) {
+    if (runs_deepspeed_zero(t) && t.optimizer_offload == Offload::None && tb.master > 0) {
         double group = mem.master_weights / tb.master;  // elements of this rank's partition
-        if (t.zero_stage == 3) group = std::min(group, t.ds_sub_group_size);
+        if (runs_deepspeed_zero3(t)) group = std::min(group, t.ds_sub_group_size);
         mem.step_copies = group * (tb.gradients + 4.0);
         const double backward = mem.activations + mem.logits + temp;
         mem.peak_at_step = mem.step_copies > backward;

@@ -102,7 +102,7 @@ bool set_ds_overlap_comm(Scenario& s, Changes& ch) {
 
 bool shrink_ds_sub_group(Scenario& s, Changes& ch) {
     constexpr double kSmaller = 1e8;
-    if (s.setup.zero_stage != 3 || s.setup.ds_sub_group_size <= kSmaller || !estimate_memory(s).peak().peak_at_step) return false;
+    if (!runs_deepspeed_zero3(s.setup) || s.setup.ds_sub_group_size <= kSmaller || !estimate_memory(s).peak().peak_at_step) return false;
     auto g = [](double v) {
         std::ostringstream o;
         o << v;

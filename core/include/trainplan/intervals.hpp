@@ -23,6 +23,11 @@ struct RatioBand {
     std::string regime;       // e.g. "step time, hopper, multi-node"
 };
 
+// Whether a memory peak would exceed the capacity at the band's P90 end: a run
+// that fits by the estimate but not there is reported as "fits, but not at the
+// P90 end" (fit's text and the GUI's banner).
+[[nodiscard]] inline bool over_capacity_at_p90(const RatioBand& b, double total, double capacity) { return total * b.p90 > capacity; }
+
 struct IntervalTable {
     struct Entry {
         BandKind kind = BandKind::StepTime;

@@ -221,21 +221,32 @@ struct TrainingSetup {
     [[nodiscard]] bool trains_base_weights() const { return method == Method::Full; }
 };
 
+// DeepSpeed runs ZeRO itself (no FSDP doing the sharding): its optimizer keeps
+// flat 16-bit parameter groups and fp32 partitions of its own.
+[[nodiscard]] constexpr bool runs_deepspeed_zero(const TrainingSetup& t) {
+    return t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None && t.zero_stage >= 1;
+}
+
 // A mixed-precision engine that casts the model itself runs the step, with no
 // torch.autocast: DeepSpeed's ZeRO optimizer (stage >= 1; transformers' Trainer turns
 // autocast off when DeepSpeed is on) or Megatron. It keeps an fp32 master of every
 // trainable weight (QLoRA adapters too), and ops outside the model's own casts run
 // in the 16-bit dtype (a loss on 16-bit logits: opgraph loss_copies).
 [[nodiscard]] constexpr bool engine_casts_model(const TrainingSetup& t) {
-    return t.fsdp == FsdpStrategy::None &&
-           ((t.framework == Framework::DeepSpeed && t.zero_stage >= 1) || t.framework == Framework::Megatron);
+    return runs_deepspeed_zero(t) || (t.framework == Framework::Megatron && t.fsdp == FsdpStrategy::None);
 }
 
 // DeepSpeed's ZeRO-1/2 optimizer (runtime/zero/stage_1_and_2.py) runs the step:
-// flat 16-bit parameter groups, contiguous-gradient reduce buckets reduced by
-// all-reduce (overlap_comm on its own stream), fp32 partitions of its own.
+// contiguous-gradient reduce buckets reduced by all-reduce (overlap_comm on its
+// own stream).
 [[nodiscard]] constexpr bool runs_deepspeed_zero12(const TrainingSetup& t) {
-    return t.framework == Framework::DeepSpeed && t.fsdp == FsdpStrategy::None && (t.zero_stage == 1 || t.zero_stage == 2);
+    return runs_deepspeed_zero(t) && t.zero_stage <= 2;
+}
+
+// DeepSpeed's ZeRO-3 optimizer (runtime/zero/stage3.py): the step works through
+// the partition one sub_group_size sub-group at a time.
+[[nodiscard]] constexpr bool runs_deepspeed_zero3(const TrainingSetup& t) {
+    return runs_deepspeed_zero(t) && t.zero_stage == 3;
 }
 
 // Plain torch DistributedDataParallel replicates the model: autocast or pure
