@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.hpp"
+#include "trainplan/time.hpp"
 
 using nlohmann::json;
 
@@ -293,4 +294,35 @@ TEST_CASE("bad run options are rejected with the limit named", "[time][bad-input
     const auto w = tp_test::cli({"simulate", "llama-2-7b", "--gpu", "rtx-4090", "--loader-workers", "4"});
     CHECK(w.code == 2);
     CHECK(w.err == "error: --loader-workers needs --worker-samples-per-s (how fast one worker prepares samples)\n");
+}
+
+TEST_CASE("GEMM shape efficiency against XLA's measured H100 matmul table", "[time][gemm]") {
+    // Measured bf16 x bf16 -> bf16 matmuls on sm_90 (H100 SXM: values above the
+    // PCIe card's reach), FLOP/s as XLA's matmul_perf_table_gen recorded them
+    // (median kernel time of 5 runs): openxla/xla
+    // xla/service/gpu/model/matmul_interpolator_data.h, kDefaultMatmulPTable key
+    // "sm_90", entries with b = 1 (tensorflow/tensorflow @372d578b,
+    // third_party/xla/...). The shapes of training: m x n >= 4096 x 2048, k >= 1024.
+    struct Row {
+        double m, n, k, flops;
+    };
+    const Row rows[] = {
+        {4096, 4096, 4096, 783328793548203}, {4096, 4096, 2048, 738736406437117}, {4096, 4096, 1024, 677439636593059},
+        {4096, 2048, 4096, 758434522012648}, {4096, 2048, 2048, 716066571523841}, {4096, 2048, 1024, 593227527071823},
+        {2048, 4096, 4096, 753643516181744}, {2048, 4096, 2048, 715350982011992}, {2048, 4096, 1024, 594212409518539},
+    };
+    trainplan::Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("h100-sxm");
+    s.setup.precision = trainplan::Precision::BF16Mixed;
+    std::vector<double> errors;
+    for (const Row& r : rows) {
+        const double modelled = 2.0 * r.m * r.n * r.k / trainplan::matmul_seconds(s, r.m, r.n, r.k);
+        const double e = modelled / r.flops - 1.0;
+        INFO(r.m << " x " << r.n << " x " << r.k << ": modelled " << modelled / 1e12 << " TFLOP/s, measured " << r.flops / 1e12);
+        CHECK(std::abs(e) < 0.10);
+        errors.push_back(std::abs(e));
+    }
+    std::sort(errors.begin(), errors.end());
+    CHECK(errors[errors.size() / 2] < 0.04);
 }

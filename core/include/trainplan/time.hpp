@@ -95,6 +95,11 @@ struct TimeEstimate {
 [[nodiscard]] TimeEstimate estimate_time(const Scenario& s);
 [[nodiscard]] TimeEstimate estimate_time(const Scenario& s, const LayerGraph& g);
 
+// One (m x k) by (k x n) matmul on the scenario's GPU in its precision's compute
+// format, as the step's time model runs every GEMM: seconds, the kernel's own
+// launch gap included.
+[[nodiscard]] double matmul_seconds(const Scenario& s, double m, double n, double k);
+
 // Model FLOPs per token: 6 x matmul parameters (incl. LM head) + 12 L h s
 // (attention scores and values, counted without causal savings as PaLM does).
 [[nodiscard]] double model_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
