@@ -50,7 +50,10 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
     row("temporary", m.temporary,
         m.peak_at_step ? "peak at the optimizer step: " + gb(m.step_copies) + " of gradient copies, partly in the freed activations' place"
                        : "buffers, gathered layers, recompute working set");
-    row("framework", m.framework, "CUDA context, cuBLAS workspace, NCCL buffers");
+    row("framework", m.framework,
+        m.nccl_communicators > 0 ? fmt::format("CUDA context, cuBLAS workspace, {} NCCL buffers of {} communicator{}", gb(m.nccl_buffers),
+                                               m.nccl_communicators, m.nccl_communicators == 1 ? "" : "s")
+                                 : "CUDA context, cuBLAS workspace");
     row("fragmentation", m.fragmentation,
         m.step_segments > 0 ? "allocator reserve, incl. " + gb(m.step_segments) + " of new segments for the step's gradient copies (no freed block fits them)"
                             : "allocator reserve (share of the transient bytes)");

@@ -247,6 +247,8 @@ TEST_CASE("NCCL communicators a rank opens, and their buffers in its memory", "[
     // (400 MiB) and cuBLAS workspace (32 MiB): 1,808 MiB.
     const json j = tp_test::cli_json("fit", {"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "8", "--tp", "8", "--framework", "megatron", "--json"});
     CHECK(j["memory"]["framework_bytes"].get<double>() == Approx(1808.0 * 1024 * 1024));
+    CHECK(j["memory"]["nccl_communicators"].get<int>() == 2);
+    CHECK(j["memory"]["nccl_buffer_bytes"].get<double>() == Approx(1376.0 * 1024 * 1024));
     const json one = tp_test::cli_json("fit", {"llama-2-7b", "--gpu", "a100-sxm-80gb", "--framework", "megatron", "--json"});
     CHECK(one["memory"]["framework_bytes"].get<double>() == Approx(432.0 * 1024 * 1024));
 }

@@ -488,7 +488,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // NCCL buffers of every communicator this rank opens (data/defaults.toml [memory]).
         const MemoryDefaults& def = memory_defaults();
         const Communicators comms = communicators(c.s, c.plan, first, last);
-        mem.framework += comms.pairs * def.communicator_pair_bytes + comms.groups * def.communicator_bytes;
+        mem.nccl_buffers = comms.pairs * def.communicator_pair_bytes + comms.groups * def.communicator_bytes;
+        mem.nccl_communicators = comms.total();
+        mem.framework += mem.nccl_buffers;
     }
     // The caching allocator keeps freed blocks reserved: what it cannot reuse
     // grows with what it cycles through (activations, logits, buffers), not with

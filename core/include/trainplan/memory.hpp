@@ -70,6 +70,10 @@ struct MemoryBreakdown {
     // the copies no block backward freed could hold (memory.cpp).
     double step_segments = 0;
     double framework = 0;
+    // The part of `framework` that is NCCL buffers, and how many communicators
+    // hold them (sharding.hpp communicators()).
+    double nccl_buffers = 0;
+    int nccl_communicators = 0;
     double fragmentation = 0;
     double total = 0;           // everything above except master_weights (already in optimizer)
     double allocated = 0;       // tensor peak: total - framework - fragmentation
