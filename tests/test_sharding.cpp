@@ -235,6 +235,10 @@ TEST_CASE("NCCL communicators a rank opens, and their buffers in its memory", "[
     CHECK(h.groups == 3);
     CHECK(h.pairs == 1);
 
+    // TPU pods run XLA's collectives, not NCCL: no communicator buffers counted.
+    s.cluster.gpu = tp_test::gpu("tpu-v4");
+    CHECK(communicators(s, shard_plan(s), true, true).total() == 0);
+
     // One GPU opens none.
     s = Scenario{};
     s.model = tp_test::model("llama-2-7b");

@@ -102,7 +102,10 @@ ShardPlan shard_plan(const Scenario& s) {
 Communicators communicators(const Scenario& s, const ShardPlan& p, bool first, bool last) {
     Communicators c;
     const int world = s.cluster.num_gpus;
-    if (world <= 1) return c;
+    // NCCL, and AMD's RCCL, which keeps NCCL's per-channel buffers; Gaudi's HCCL
+    // and the XLA collectives of TPUs have no such figure: none counted.
+    const std::string& vendor = s.cluster.gpu.vendor;
+    if (world <= 1 || (vendor != "nvidia" && vendor != "amd")) return c;
     const bool megatron = s.setup.framework == Framework::Megatron;
     auto add = [&](int size) {
         if (size <= 1) return;
