@@ -51,8 +51,9 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
         m.peak_at_step ? "peak at the optimizer step: " + gb(m.step_copies) + " of gradient copies, partly in the freed activations' place"
                        : "buffers, gathered layers, recompute working set");
     row("framework", m.framework,
-        m.nccl_communicators > 0 ? fmt::format("CUDA context, cuBLAS workspace, {} NCCL buffers of {} communicator{}", gb(m.nccl_buffers),
-                                               m.nccl_communicators, m.nccl_communicators == 1 ? "" : "s")
+        m.nccl_communicators > 0 ? fmt::format("CUDA context, cuBLAS workspace, {} NCCL buffers of {} communicator{}{}", gb(m.nccl_buffers),
+                                               m.nccl_communicators, m.nccl_communicators == 1 ? "" : "s",
+                                               m.nccl_nvls > 0 ? fmt::format(" (incl. {} NVLink SHARP, NCCL {})", gb(m.nccl_nvls), t.nccl == NcclRelease::Current ? "2.22 or later" : to_string(t.nccl)) : "")
                                  : "CUDA context, cuBLAS workspace");
     row("fragmentation", m.fragmentation,
         m.step_segments > 0 ? "allocator reserve, incl. " + gb(m.step_segments) + " of new segments for the step's gradient copies (no freed block fits them)"

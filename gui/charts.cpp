@@ -65,10 +65,14 @@ QString memory_term_tooltip(const QString& term) {
         {"logits", "Logits of s x b x V / t in 16-bit plus the fp32 copy the softmax / cross-entropy works on (last stage)."},
         {"temporary", "ZeRO-3 gathered layers, the full-recompute working set of one layer, gradient buckets, QLoRA's dequantized matrix, DeepSpeed's fp32 gradient copies for the optimizer step (beyond the freed activations)."},
         {"framework", QString("CUDA context (%1 MiB, pytorch#109888), cuBLAS workspace, NCCL buffers of each communicator this GPU opens "
-                              "(%2 MiB for a 2-rank group, %3 MiB for a larger one, NVIDIA/nccl#964).")
+                              "(%2 MiB for a 2-rank group, %3 MiB for a larger one, NVIDIA/nccl#964), and on NVSwitch nodes "
+                              "that multicast NCCL's NVLink SHARP buffers (%4 MiB per GPU of the node in a communicator "
+                              "with more than two of them under NCCL 2.22+, %5 MiB under 2.17-2.20).")
                           .arg(memory_defaults().cuda_context_bytes / units::MiB, 0, 'f', 0)
                           .arg(memory_defaults().communicator_pair_bytes / units::MiB, 0, 'f', 0)
-                          .arg(memory_defaults().communicator_bytes / units::MiB, 0, 'f', 0)},
+                          .arg(memory_defaults().communicator_bytes / units::MiB, 0, 'f', 0)
+                          .arg(memory_defaults().nvls_head_bytes / units::MiB, 0, 'f', 0)
+                          .arg(memory_defaults().nvls_head_bytes_2_20 / units::MiB, 0, 'f', 0)},
         {"fragmentation", "Allocator reserve: the stack's share of the transient bytes (activations, logits, buffers) by default; under DeepSpeed also the optimizer step's gradient copies that no freed block could hold (new segments)."},
     };
     auto it = tips.find(term);

@@ -256,3 +256,39 @@ TEST_CASE("NCCL communicators a rank opens, and their buffers in its memory", "[
     const json one = tp_test::cli_json("fit", {"llama-2-7b", "--gpu", "a100-sxm-80gb", "--framework", "megatron", "--json"});
     CHECK(one["memory"]["framework_bytes"].get<double>() == Approx(432.0 * 1024 * 1024));
 }
+
+TEST_CASE("NVLink SHARP buffers on an NVSwitch node, by NCCL release", "[sharding][memory]") {
+    auto nvls_mib = [](std::vector<std::string> args) {
+        for (const char* a : {"--node", "dgx-h100", "--json"}) args.emplace_back(a);
+        const json j = tp_test::cli_json("fit", args);
+        return j["memory"]["nccl_nvls_bytes"].get<double>() / (1024.0 * 1024.0);
+    };
+    // torch DDP on one 8 x H100 node opens the world communicator only: under
+    // NCCL 2.20 every rank holds 24 channels x 2 x (4 MiB + 2 MiB) for each of
+    // the 8 GPUs, the nvlsTotalSize 2415919104 B (2,304 MiB) of the log in
+    // vllm-project/vllm#9699.
+    const std::vector<std::string> ddp = {"llama-2-7b", "--gpus", "8", "--dp", "8", "--framework", "pytorch-amp"};
+    auto with = [](std::vector<std::string> a, std::initializer_list<const char*> more) {
+        for (const char* m : more) a.emplace_back(m);
+        return a;
+    };
+    CHECK(nvls_mib(with(ddp, {"--nccl", "2.20"})) == Approx(2304.0));
+    // 2.21: 1 MiB buffers (128 KiB chunk x 8 steps) + 2 MiB: 24 x 6 MiB x 8.
+    CHECK(nvls_mib(with(ddp, {"--nccl", "2.21"})) == Approx(1152.0));
+    // 2.22 and later: 16 channels x 2 x 1 MiB x 8.
+    CHECK(nvls_mib(ddp) == Approx(256.0));
+    CHECK(nvls_mib(with(ddp, {"--nccl", "nvls-off"})) == 0.0);
+    // Megatron TP 2 x DP 4 on the node: the world (8 GPUs), the gradients' and
+    // the loss's data-parallel groups (4 each) get NVLS, the TP pair does not
+    // (two GPUs): 16 x 288 MiB = 4,608 MiB under 2.20.
+    const std::vector<std::string> meg = {"llama-2-7b", "--gpus", "8", "--tp", "2", "--dp", "4", "--framework", "megatron", "--nccl", "2.20"};
+    CHECK(nvls_mib(meg) == Approx(4608.0));
+    // Two nodes, TP 2 x DP 8: every communicator of more than two GPUs spans
+    // both nodes, which 2.20 leaves without NVLS; 2.19 sets it up on them too.
+    std::vector<std::string> two = {"llama-2-7b", "--gpus", "16", "--tp", "2", "--dp", "8", "--framework", "megatron"};
+    CHECK(nvls_mib(with(two, {"--nccl", "2.20"})) == 0.0);
+    CHECK(nvls_mib(with(two, {"--nccl", "2.19"})) == Approx(4608.0));
+    // A100's NVSwitch has no multicast: nothing under any release.
+    const json a100 = tp_test::cli_json("fit", {"llama-2-7b", "--node", "dgx-a100-80gb", "--gpus", "8", "--nccl", "2.20", "--json"});
+    CHECK(a100["memory"]["nccl_nvls_bytes"].get<double>() == 0.0);
+}

@@ -126,6 +126,7 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
         {"temporary_bytes", m.temporary},   {"step_copies_bytes", m.step_copies}, {"peak_at_optimizer_step", m.peak_at_step},
         {"step_segments_bytes", m.step_segments},
         {"framework_bytes", m.framework},   {"nccl_buffer_bytes", m.nccl_buffers}, {"nccl_communicators", m.nccl_communicators},
+        {"nccl_nvls_bytes", m.nccl_nvls},
         {"fragmentation_bytes", m.fragmentation}, {"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved()}, {"total_bytes", m.total},
         {"allocated_bytes", m.allocated},   {"capacity_bytes", m.capacity},
         {"headroom_bytes", m.headroom()},   {"cpu_bytes", m.cpu},

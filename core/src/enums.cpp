@@ -111,6 +111,13 @@ constexpr EnumEntry kHeldOutputs[] = {
     {TP_E(HeldOutputs, Logits), "logits", "", "Logits held through backward"},
     {TP_E(HeldOutputs, LogitsKv), "logits-kv", "logits-past-key-values", "Logits and past_key_values (use_cache) held through backward"},
 };
+constexpr EnumEntry kNccl[] = {
+    {TP_E(NcclRelease, V2_19), "2.19", "2.17,2.18,2.17.1,2.18.1,2.18.3,2.18.5,2.18.6,2.19.3,2.19.4", "NCCL 2.17-2.19: NVLS buffers set up at init, on every communicator"},
+    {TP_E(NcclRelease, V2_20), "2.20", "2.20.3,2.20.5", "NCCL 2.20: NVLS buffers set up at init, on single-node communicators only"},
+    {TP_E(NcclRelease, V2_21), "2.21", "2.21.5", "NCCL 2.21: smaller NVLS buffers, set up at init, on every communicator"},
+    {TP_E(NcclRelease, Current), "current", "2.22,2.23,2.24,2.25,2.26,2.27,2.28,2.29,2.30", "NCCL 2.22 and later: NVLS buffers allocated at the first NVLS collective"},
+    {TP_E(NcclRelease, NvlsOff), "nvls-off", "no-nvls", "NCCL_NVLS_ENABLE=0: no NVLS buffers"},
+};
 constexpr EnumEntry kActivation[] = {
     {TP_E(Activation, SwiGLU), "swiglu", "silu-glu", "gated SiLU MLP (Llama)"},
     {TP_E(Activation, GeGLU), "geglu", "", "gated GELU MLP (Gemma)"},
@@ -200,6 +207,7 @@ TP_TABLE(Framework, "framework", kFramework)
 TP_TABLE(Stack, "stack", kStack)
 TP_TABLE(AttentionKernel, "attention kernel", kAttention)
 TP_TABLE(HeldOutputs, "held outputs", kHeldOutputs)
+TP_TABLE(NcclRelease, "nccl", kNccl)
 TP_TABLE(Activation, "activation", kActivation)
 TP_TABLE(NormKind, "norm", kNorm)
 TP_TABLE(PositionKind, "position", kPosition)

@@ -17,6 +17,9 @@ const MemoryDefaults& memory_defaults() {
         m.library_workspace_bytes = p.library_workspace_bytes;
         m.communicator_bytes = p.communicator_bytes;
         m.communicator_pair_bytes = p.communicator_pair_bytes;
+        m.nvls_head_bytes_2_20 = p.nvls_head_bytes_2_20;
+        m.nvls_head_bytes_2_21 = p.nvls_head_bytes_2_21;
+        m.nvls_head_bytes = p.nvls_head_bytes;
         m.grad_bucket_bytes = p.grad_bucket_bytes;
         return m;
     }();
@@ -488,7 +491,8 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // NCCL buffers of every communicator this rank opens (data/defaults.toml [memory]).
         const MemoryDefaults& def = memory_defaults();
         const Communicators comms = communicators(c.s, c.plan, first, last);
-        mem.nccl_buffers = comms.pairs * def.communicator_pair_bytes + comms.groups * def.communicator_bytes;
+        mem.nccl_nvls = comms.nvls_heads * def.nvls_head(t.nccl);
+        mem.nccl_buffers = comms.pairs * def.communicator_pair_bytes + comms.groups * def.communicator_bytes + mem.nccl_nvls;
         mem.nccl_communicators = comms.total();
         mem.framework += mem.nccl_buffers;
     }

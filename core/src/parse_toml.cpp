@@ -185,6 +185,7 @@ Result<LinkSpec> parse_link_toml(std::string_view text, const std::string& filen
     if (auto v = r.number("efficiency", 0.01, 1.5)) l.efficiency = *v;
     if (auto v = r.number("latency_us", 0, 1e6)) l.latency_s = *v * units::us;
     if (auto v = r.boolean("p2p")) l.p2p = *v;
+    if (auto v = r.boolean("nvls")) l.nvls = *v;
     r.finish();
     if (!errs.empty()) return Error(errs);
     return l;

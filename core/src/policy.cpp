@@ -164,6 +164,10 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     p.library_workspace_bytes = r.number(mem, "memory", "library_workspace_mib") * units::MiB;
     p.communicator_bytes = r.number(mem, "memory", "communicator_mib") * units::MiB;
     p.communicator_pair_bytes = r.number(mem, "memory", "communicator_pair_mib") * units::MiB;
+    const double init_channels = r.number(mem, "memory", "nvls_init_channels");
+    p.nvls_head_bytes_2_20 = init_channels * r.number(mem, "memory", "nvls_channel_mib_2_20") * units::MiB;
+    p.nvls_head_bytes_2_21 = init_channels * r.number(mem, "memory", "nvls_channel_mib_2_21") * units::MiB;
+    p.nvls_head_bytes = r.number(mem, "memory", "nvls_channels") * r.number(mem, "memory", "nvls_channel_mib") * units::MiB;
     p.grad_bucket_bytes = r.number(mem, "memory", "grad_bucket_mb") * units::MB;
 
     const toml::table& ov = r.table("overlap");

@@ -270,6 +270,10 @@ std::vector<Field> make_fields() {
                                             "Megatron: weight-gradient GEMMs accumulate into the fp32 main grads (default on); "
                                             "off = --no-gradient-accumulation-fusion, a separate add every micro-batch",
                                             TP_AT(setup.grad_accum_fusion)));
+    f.push_back(row<&In::nccl>("training", "nccl", "--nccl", "NCCL release", choice<NcclRelease>(),
+                               "NCCL release the run links, for the NVLink SHARP buffers of NVSwitch nodes (default current: "
+                               "2.22 and later)",
+                               TP_AT(setup.nccl)));
     f.push_back(row<&In::zero>("training", "zero", "--zero", "ZeRO stage", integer(0, 3), "ZeRO stage 0-3 (default 0)",
                                TP_AT(setup.zero_stage)));
     f.push_back(row<&In::fsdp>("training", "fsdp", "--fsdp", "FSDP", choice<FsdpStrategy>(),

@@ -107,27 +107,39 @@ Communicators communicators(const Scenario& s, const ShardPlan& p, bool first, b
     const std::string& vendor = s.cluster.gpu.vendor;
     if (world <= 1 || (vendor != "nvidia" && vendor != "amd")) return c;
     const bool megatron = s.setup.framework == Framework::Megatron;
-    auto add = [&](int size) {
-        if (size <= 1) return;
-        (size == 2 ? c.pairs : c.groups) += 1;
+    // NVLink SHARP on a multicast switch (training.hpp NcclRelease): more than two
+    // GPUs of the node in the communicator; NCCL 2.20 only on single-node ones.
+    const NcclRelease nccl = s.setup.nccl;
+    const bool nvls = vendor == "nvidia" && s.cluster.intra_node.nvls && nccl != NcclRelease::NvlsOff;
+    auto add = [&](const ProcessGroup& g) {
+        if (g.size <= 1) return;
+        (g.size == 2 ? c.pairs : c.groups) += 1;
+        if (nvls && g.per_node > 2 && (g.nodes == 1 || nccl != NcclRelease::V2_20)) c.nvls_heads += g.per_node;
     };
-    add(world);
-    auto dimension = [&](int size) {
-        if (size < world || megatron) add(size);
+    const int gpn = std::max(1, std::min(world, s.cluster.gpus_per_node));
+    add(ProcessGroup{world, gpn, (world + gpn - 1) / gpn, Tier::InterNode});
+    auto dimension = [&](const ProcessGroup& g) {
+        if (g.size < world || megatron) add(g);
     };
-    dimension(p.tp_group.size);
-    dimension(p.cp_group.size);
-    dimension(p.pp_group.size);
-    dimension(p.ep_group.size);
+    dimension(p.tp_group);
+    dimension(p.cp_group);
+    dimension(p.pp_group);
+    dimension(p.ep_group);
     if (p.hybrid) {
-        dimension(p.shard_group.size);
-        dimension(p.replica_group.size);
+        dimension(p.shard_group);
+        dimension(p.replica_group);
     } else {
-        dimension(p.dp_group.size);
+        dimension(p.dp_group);
     }
     if (megatron) {
-        if (last && p.dp > 1) add(p.dp);  // the loss-averaging data-parallel group
-        if (p.pp > 1 && (first || last) && s.model.tied_embeddings) add(2);
+        // The loss-averaging data-parallel group: the dp ranks of dp_group (which
+        // also spans the context-parallel ranks).
+        if (last && p.dp > 1) {
+            const int cp_local = std::max(1, p.cp_group.per_node);
+            const int per_node = std::max(1, p.dp_group.per_node / cp_local);
+            add(ProcessGroup{p.dp, per_node, (p.dp + per_node - 1) / per_node, Tier::InterNode});
+        }
+        if (p.pp > 1 && (first || last) && s.model.tied_embeddings) add(ProcessGroup{2, 1, 2, Tier::InterNode});
     }
     return c;
 }

@@ -63,6 +63,8 @@ const EnumTable& enum_table<AttentionKernel>();
 template <>
 const EnumTable& enum_table<HeldOutputs>();
 template <>
+const EnumTable& enum_table<NcclRelease>();
+template <>
 const EnumTable& enum_table<Activation>();
 template <>
 const EnumTable& enum_table<NormKind>();

@@ -52,6 +52,9 @@ struct LinkSpec {
     double efficiency = 0;     // achievable collective fraction, 0 = not given
     double latency_s = 0;      // 0 = not given
     bool p2p = true;           // PCIe: GPUs reach each other directly
+    // NVLink SHARP: a switch that reduces and multicasts (NVSwitch gen3 and
+    // later with multicast objects); NCCL sets NVLS buffers up on it (memory.cpp).
+    bool nvls = false;
 };
 
 struct NodeSpec {

@@ -81,6 +81,7 @@ struct ScenarioInput {
     std::optional<bool> grad_reduce_bf16;
     std::optional<bool> overlap_grad_reduce;
     std::optional<bool> grad_accum_fusion;
+    std::optional<NcclRelease> nccl;
     std::optional<std::int64_t> seq_len, micro_batch, grad_accum, global_batch;
     std::optional<int> tp, pp, dp, ep, vp, cp;
     std::optional<bool> sequence_parallel;

@@ -21,6 +21,18 @@ struct MemoryDefaults {
     // rank opens (sharding.hpp communicators()).
     double communicator_bytes = 0;
     double communicator_pair_bytes = 0;
+    // NVLink SHARP buffers per GPU of a communicator's node, by NCCL release.
+    double nvls_head_bytes_2_20 = 0, nvls_head_bytes_2_21 = 0, nvls_head_bytes = 0;
+    [[nodiscard]] double nvls_head(NcclRelease r) const {
+        switch (r) {
+            case NcclRelease::V2_19:
+            case NcclRelease::V2_20: return nvls_head_bytes_2_20;
+            case NcclRelease::V2_21: return nvls_head_bytes_2_21;
+            case NcclRelease::Current: return nvls_head_bytes;
+            case NcclRelease::NvlsOff: return 0;
+        }
+        return 0;
+    }
     // Gradient-reduction buckets in flight (2 x PyTorch DDP's 25 MB default).
     double grad_bucket_bytes = 0;
 };
@@ -74,6 +86,8 @@ struct MemoryBreakdown {
     // hold them (sharding.hpp communicators()).
     double nccl_buffers = 0;
     int nccl_communicators = 0;
+    // The part of `nccl_buffers` that is NVLink SHARP buffers (NVSwitch multicast).
+    double nccl_nvls = 0;
     double fragmentation = 0;
     double total = 0;           // everything above except master_weights (already in optimizer)
     double allocated = 0;       // tensor peak: total - framework - fragmentation

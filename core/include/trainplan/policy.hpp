@@ -103,6 +103,10 @@ public:
     double library_workspace_bytes = 0;
     double communicator_bytes = 0;       // NCCL buffers of one communicator of more than two ranks
     double communicator_pair_bytes = 0;  // ... of a two-rank communicator
+    // NVLS buffers per GPU of a communicator's node, by NCCL release ([memory]).
+    double nvls_head_bytes_2_20 = 0;  // 2.17-2.20
+    double nvls_head_bytes_2_21 = 0;
+    double nvls_head_bytes = 0;       // 2.22 and later
     double grad_bucket_bytes = 0;
     // Share of the TP collectives left exposed under --tp-comm-overlap ([overlap]).
     double tp_comm_exposed_fraction = 0;

@@ -60,6 +60,9 @@ struct ShardPlan {
 struct Communicators {
     int pairs = 0;   // two-rank groups
     int groups = 0;  // groups of more than two ranks
+    // NVLink SHARP: the GPUs of this rank's node in each communicator NCCL sets
+    // NVLS up on, summed (each costs MemoryDefaults::nvls_head per such GPU).
+    int nvls_heads = 0;
     [[nodiscard]] int total() const { return pairs + groups; }
 };
 [[nodiscard]] Communicators communicators(const Scenario& s, const ShardPlan& p, bool first, bool last);

@@ -46,6 +46,15 @@ enum class AttentionKernel { Flash1, Flash2, Flash3 };
 // keeps `outputs.logits` alive), or the logits and past_key_values (the K/V of
 // every layer, when the model runs with use_cache on).
 enum class HeldOutputs { None, Logits, LogitsKv };
+// The NCCL release a run links, as far as it changes what a rank's communicators
+// hold: NVLink SHARP (NVLS) buffers on a multicast-capable NVSwitch (memory.cpp,
+// sharding.cpp communicators()). NCCL's src/transport/nvls.cc at each tag:
+// 2.17-2.19 and 2.21 set NVLS up at init on every communicator with more than
+// two GPUs of a node, 2.20 only on single-node ones (ncclNvlsInit: nNodes > 1 ->
+// off); from 2.22 the buffers are allocated at the first NVLS collective and are
+// smaller (ncclNvlsBufferSetup). NvlsOff: NCCL_NVLS_ENABLE=0 (NeMo-Framework-
+// Launcher PR #127, JAX-Toolbox PR #383 set it to save memory).
+enum class NcclRelease { V2_19, V2_20, V2_21, Current, NvlsOff };
 
 // Whose bookkeeping of mixed-precision training is assumed. They differ in what
 // is kept per parameter (see memory.cpp for the table and sources).
@@ -87,6 +96,7 @@ enum class Stack {
 [[nodiscard]] const char* to_string(Stack v);
 [[nodiscard]] const char* to_string(AttentionKernel v);
 [[nodiscard]] const char* to_string(HeldOutputs v);
+[[nodiscard]] const char* to_string(NcclRelease v);
 
 // LoRA target modules (bit flags).
 enum LoraTarget : unsigned {
@@ -208,6 +218,7 @@ struct TrainingSetup {
     // main_grad. Off (--no-gradient-accumulation-fusion): each writes a 16-bit .grad
     // that a separate kernel adds to main_grad every micro-batch.
     bool grad_accum_fusion = true;
+    NcclRelease nccl = NcclRelease::Current;
     std::int64_t seq_len = 2048;
     std::int64_t micro_batch = 1;
     std::int64_t grad_accum = 1;          // micro-batches per step per DP replica
