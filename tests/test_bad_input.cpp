@@ -39,7 +39,7 @@ TEST_CASE("broken scenario files point at the key's line", "[bad-input][scenario
         {"bad-batch.toml", at("bad-batch.toml", ":10:16", "global_batch = 100 must be a multiple of micro_batch x dp = 3 x 8 = 24")},
         {"bad-enum.toml", at("bad-enum.toml", ":8:13", "recompute = \"sometimes\" is not one of: none, selective, full, per-op")},
         {"stack-tp.toml", at("stack-tp.toml", ":10:6",
-                             "tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtune, megatron-core, megatron-legacy); stack = \"litgpt\" "
+                             "tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtune, megatron-core, megatron-core-0.7, megatron-legacy); stack = \"litgpt\" "
                              "runs data parallelism (DDP, ZeRO, FSDP) only")},
     }));
     CAPTURE(fixture);
@@ -73,17 +73,17 @@ TEST_CASE("bad flags: unknown presets, out-of-range values, impossible layouts",
         // transformers' model code under the Trainer runs DDP / ZeRO / FSDP only;
         // torchtune adds tensor parallelism, not pipelines.
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "2", "--tp", "2", "--stack", "hf-peft"},
-         "error: tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtune, megatron-core, megatron-legacy); stack = \"hf-peft\" runs "
+         "error: tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtune, megatron-core, megatron-core-0.7, megatron-legacy); stack = \"hf-peft\" runs "
          "data parallelism (DDP, ZeRO, FSDP) only\n"},
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "2", "--pp", "2", "--stack", "torchtune"},
-         "error: pp = 2 needs a stack that runs it (generic-eager, torchtitan, megatron-core, megatron-legacy); stack = \"torchtune\" runs data "
+         "error: pp = 2 needs a stack that runs it (generic-eager, torchtitan, megatron-core, megatron-core-0.7, megatron-legacy); stack = \"torchtune\" runs data "
          "parallelism (DDP, ZeRO, FSDP) and tensor parallelism only\n"},
         // Megatron-LM's pre-Core model code: tensor and pipeline parallelism, no context parallelism.
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "4", "--tp", "2", "--cp", "2", "--stack", "megatron-legacy"},
-         "error: cp = 2 needs a stack that runs it (generic-eager, torchtitan, megatron-core); stack = \"megatron-legacy\" runs data "
+         "error: cp = 2 needs a stack that runs it (generic-eager, torchtitan, megatron-core, megatron-core-0.7); stack = \"megatron-legacy\" runs data "
          "parallelism (DDP, ZeRO, FSDP), tensor and pipeline parallelism only\n"},
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--stack", "hf-peft", "--activation-offload", "on"},
-         "error: activation_offload = true needs a stack that runs it (generic-eager, unsloth, torchtune, megatron-core); stack = "
+         "error: activation_offload = true needs a stack that runs it (generic-eager, unsloth, torchtune, megatron-core, megatron-core-0.7); stack = "
          "\"hf-peft\" has no such switch\n"},
     }));
     std::vector<std::string> full{"fit"};

@@ -62,6 +62,12 @@ TEST_CASE("stacks: logits bytes at the loss for an 8k x 128k step, per stack's l
     // reused in place: 6 B; vocabulary-parallel over t = 2: 3 B per rank.
     CHECK(graph("llama-3-8b", Stack::MegatronCore).logits.bytes(8192, 1, 1, false) == Approx(n * 6));
     CHECK(graph("llama-3-8b", Stack::MegatronCore).logits.bytes(8192, 1, 2, true) == Approx(n * 3));
+    // Megatron-Core up to core_v0.7.0 subtracts the maximum out of place
+    // (tensor_parallel/cross_entropy.py:24): a second fp32 buffer, 2 + 4 + 4 = 10 B;
+    // 5 B per rank at t = 2, 2.10 GB more than core_v0.8's in-place code there.
+    CHECK(graph("llama-3-8b", Stack::MegatronCore07).logits.bytes(8192, 1, 1, false) == Approx(n * 10));
+    CHECK(graph("llama-3-8b", Stack::MegatronCore07).logits.bytes(8192, 1, 2, true) == Approx(n * 5));
+    CHECK(n * 2 / 1e9 == Approx(2.10).epsilon(2e-3));
     // LitGPT chunked head + chunked_cross_entropy in bf16-true: bf16 logits + bf16 log-probs: 4 B.
     CHECK(graph("llama-3-8b", Stack::LitGPT, Precision::BF16).logits.bytes(8192, 1, 1, false) == Approx(n * 4));
     // Unsloth fused CE: the bf16 logits only (gradient written in place): 2 B.

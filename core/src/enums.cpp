@@ -99,6 +99,7 @@ constexpr EnumEntry kStack[] = {
     {TP_E(Stack, Torchtune), "torchtune", "", "torchtune recipes (chunked cross-entropy)"},
     {TP_E(Stack, DeepSpeed), "deepspeed", "", "DeepSpeed engine over Hugging Face model code"},
     {TP_E(Stack, MegatronCore), "megatron-core", "megatron,megatron-lm,nemo,megatron-deepspeed", "Megatron-LM / Megatron-Core / NeMo"},
+    {TP_E(Stack, MegatronCore07), "megatron-core-0.7", "megatron-core-0.4,megatron-core-0.5,megatron-core-0.6", "Megatron-Core up to core_v0.7.0 (vocab-parallel cross-entropy subtracts the maximum out of place)"},
     {TP_E(Stack, MegatronLegacy), "megatron-legacy", "", "Megatron-LM's megatron/model before Megatron-Core (2020-2023) and its forks: Apex norms, eager SwiGLU and RoPE"},
 };
 constexpr EnumEntry kAttention[] = {

@@ -80,6 +80,7 @@ enum class Stack {
     Torchtune,
     DeepSpeed,     // DeepSpeed engine over Hugging Face model code (DeepSpeed-Chat, HF + ZeRO)
     MegatronCore,  // Megatron-LM / Megatron-Core / NeMo / Megatron-DeepSpeed
+    MegatronCore07,  // Megatron-Core up to core_v0.7.0: the loss's out-of-place max subtraction
     MegatronLegacy,  // Megatron-LM's megatron/model before Megatron-Core, and forks of it (Megatron-LLaMA)
 };
 
