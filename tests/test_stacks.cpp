@@ -613,6 +613,35 @@ const Remedy* sole_remedy(Scenario s, double short_by, const std::string& change
 }
 }  // namespace
 
+TEST_CASE("NCCL_NVLS_ENABLE=0 is offered where NVLink SHARP buffers tip the run over", "[stacks][memory][fit]") {
+    ScenarioInput in;
+    in.model = "llama-3-8b";
+    in.node = "dgx-h100";
+    in.gpus = 8;
+    in.tp = 2;
+    in.dp = 4;
+    in.framework = Framework::Megatron;
+    in.nccl = NcclRelease::V2_20;
+    auto r = resolve_scenario(in, tp_test::presets());
+    REQUIRE(r.has_value());
+    const Scenario s = *r;
+    // NCCL 2.20 on one 8 x H100 node: the world (8 GPUs) and the two data-parallel
+    // groups (4 each) hold 24 channels x 2 x (4 + 2) MiB per GPU of theirs:
+    // 16 x 288 MiB = 4,608 MiB (the TP pair has none).
+    const MemoryBreakdown before = estimate_memory(s).peak();
+    CHECK(before.nccl_nvls == Approx(4608.0 * 1024 * 1024));
+    FitReport rep;
+    const Remedy* off = sole_remedy(s, 1e9, "nccl: 2.20 -> nvls-off (NCCL_NVLS_ENABLE=0)", rep);
+    REQUIRE(off != nullptr);
+    CHECK_FALSE(off->changes_result);
+    CHECK(off->memory.total == Approx(before.total - 4608.0 * 1024 * 1024).epsilon(1e-9));
+    // A100 NVSwitch has no multicast: nothing to turn off, not offered.
+    Scenario a = s;
+    a.cluster.intra_node.nvls = false;
+    Changes ch;
+    CHECK_FALSE(disable_nvls(a, ch));
+}
+
 TEST_CASE("stacks: torch DDP keeps a gradient-sized bucket copy unless gradient_as_bucket_view", "[stacks][memory]") {
     // Llama-2-7B (6,738,415,616 parameters, the Hugging Face checkpoint's count),
     // full fine-tune under torch.autocast: fp32 gradients, 4 B per parameter.

@@ -121,6 +121,10 @@ void same_hardware_remedies(Catalogue& c) {
     if (runs_deepspeed_zero3(t))
         c.add("DeepSpeed sub_group_size=1e8", "the step copies the gradients to fp32 1e8 elements at a time", false,
               [](Scenario& x, Changes& ch, Advice&) { return shrink_ds_sub_group(x, ch); });
+    c.addresses({B::Memory});
+    if (t.nccl != NcclRelease::NvlsOff && c.cur.cluster.intra_node.nvls)
+        c.add("NCCL_NVLS_ENABLE=0", "no NVLink SHARP buffers; all-reduce as rings instead of in the switch", false,
+              [](Scenario& x, Changes& ch, Advice&) { return disable_nvls(x, ch); });
     c.addresses({B::Memory, B::Compute});
     for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
         c.add(std::string(r == Recompute::None ? "no" : to_string(r)) + " activation recompute",

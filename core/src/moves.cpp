@@ -113,6 +113,13 @@ bool shrink_ds_sub_group(Scenario& s, Changes& ch) {
     return true;
 }
 
+bool disable_nvls(Scenario& s, Changes& ch) {
+    if (s.setup.nccl == NcclRelease::NvlsOff || estimate_memory(s).peak().nccl_nvls <= 0) return false;
+    ch.note("nccl", to_string(s.setup.nccl), to_string(NcclRelease::NvlsOff), " (NCCL_NVLS_ENABLE=0)");
+    s.setup.nccl = NcclRelease::NvlsOff;
+    return true;
+}
+
 bool set_precision(Scenario& s, Precision p, Changes& ch) {
     if (s.setup.precision == p) return false;
     ch.note("precision", to_string(s.setup.precision), to_string(p));

@@ -48,6 +48,9 @@ bool set_ds_overlap_comm(Scenario& s, Changes& ch);
 // the gradients 1e8 elements at a time (false where the step's copies are not what
 // sets the peak, or the sub-groups are already that small).
 bool shrink_ds_sub_group(Scenario& s, Changes& ch);
+// NCCL_NVLS_ENABLE=0: no NVLink SHARP buffers (false where the run holds none;
+// NeMo-Framework-Launcher sets it to save memory, PR #127).
+bool disable_nvls(Scenario& s, Changes& ch);
 bool set_precision(Scenario& s, Precision p, Changes& ch);
 bool set_optimizer(Scenario& s, OptimizerKind o, Changes& ch);
 bool set_zero(Scenario& s, int stage, Changes& ch);              // needs dp > 1 to shard anything
