@@ -120,7 +120,7 @@ bool field_applies(const Field& f, const Scenario& s) {
     const TrainingSetup& t = s.setup;
     if (key == "tf32") return t.precision == Precision::FP32;
     if (key == "grad_accum_fusion") return t.framework == Framework::Megatron;
-    if (key == "nccl") return s.cluster.num_gpus > 1;
+    if (key == "nccl") return s.cluster.num_gpus > 1 && s.cluster.intra_node.nvls;  // only NVLS buffers depend on it
     if (key == "recompute_method" || key == "recompute_layers") return t.recompute == Recompute::Full;
     if (key == "ds_sub_group_size") return runs_deepspeed_zero3(t);
     if (key == "ds_reduce_bucket" || key == "ds_overlap_comm") return runs_deepspeed_zero12(t);
