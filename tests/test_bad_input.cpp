@@ -38,6 +38,9 @@ TEST_CASE("broken scenario files point at the key's line", "[bad-input][scenario
         {"bad-tp.toml", at("bad-tp.toml", ":9:6", "tp = 3 must divide num_heads = 32")},
         {"bad-batch.toml", at("bad-batch.toml", ":10:16", "global_batch = 100 must be a multiple of micro_batch x dp = 3 x 8 = 24")},
         {"bad-enum.toml", at("bad-enum.toml", ":8:13", "recompute = \"sometimes\" is not one of: none, selective, full, per-op")},
+        // An NCCL release written as a TOML number: named as the user wrote it, not as
+        // the binary double nearest to it (2.2000000000000002).
+        {"nccl-number.toml", at("nccl-number.toml", ":9:8", "nccl = 2.2 must be a string")},
         {"stack-tp.toml", at("stack-tp.toml", ":10:6",
                              "tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtune, megatron-core, megatron-core-0.7, megatron-legacy); stack = \"litgpt\" "
                              "runs data parallelism (DDP, ZeRO, FSDP) only")},

@@ -137,6 +137,7 @@ private:
         if (n.is_string()) o << '"' << *n.value<std::string>() << '"';
         else if (n.is_table()) o << "{table}";
         else if (n.is_array()) o << "[array]";
+        else if (auto d = n.value_exact<double>()) o << fmt_num(*d);  // 2.2, not 2.2000000000000002
         else n.visit([&o](auto&& v) { o << v; });
         return o.str();
     }
