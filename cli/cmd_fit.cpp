@@ -33,6 +33,9 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
                         : t.method == Method::LoRA ? "frozen 16-bit base + adapters"
                                                    : fmt::format("{:g} B/param", bpp.weights);
     if (t.zero_stage >= 3) wnote += fmt::format(", sharded over {}", t.layout.dp);
+    if (t.method == Method::Full && t.fsdp == FsdpStrategy::ShardGradOp)
+        wnote += fmt::format(" sharded over {} + every unit gathered in {:g} bytes, held from forward to backward", t.layout.dp,
+                             activation_bytes_per_elem(t.precision));
     if (t.param_offload != Offload::None) wnote = "offloaded to " + std::string(to_string(t.param_offload));
     row("weights", m.weights, wnote);
     row("gradients", m.gradients,

@@ -51,10 +51,14 @@ TEST_CASE("stacks: logits bytes at the loss for an 8k x 128k step, per stack's l
     // (4 B), CrossEntropyLoss's log_softmax output in fp32 (4 B): 12 B -> 12.6 GB.
     CHECK(graph("llama-3-8b", Stack::HfPeft).logits.bytes(8192, 1, 1, false) == Approx(n * 12));
     CHECK(n * 12 / 1e9 == Approx(12.61).epsilon(1e-3));
-    // Plain F.cross_entropy under autocast: bf16 logits + autocast fp32 copy + fp32 log-probs: 10 B.
-    CHECK(graph("llama-3-8b", Stack::GenericEager).logits.bytes(8192, 1, 1, false) == Approx(n * 10));
-    // torchtitan: pred (bf16) + pred.float() + fp32 log-probs: 10 B.
-    CHECK(graph("llama-3-8b", Stack::Torchtitan).logits.bytes(8192, 1, 1, false) == Approx(n * 10));
+    // Plain F.cross_entropy under autocast: forward bf16 logits + autocast fp32 copy +
+    // fp32 log-probs = 10 B; backward starts with nll_loss's dense fp32 gradient and
+    // log_softmax's beside the saved log-probs (3 x 4 B) while the caller still holds
+    // the bf16 logits (2 B): 14 B, the larger.
+    CHECK(graph("llama-3-8b", Stack::GenericEager).logits.bytes(8192, 1, 1, false) == Approx(n * 14));
+    // torchtitan: forward pred (bf16) + pred.float() + fp32 log-probs = 10 B; train.py
+    // deletes pred before backward, which starts with 3 x 4 = 12 B.
+    CHECK(graph("llama-3-8b", Stack::Torchtitan).logits.bytes(8192, 1, 1, false) == Approx(n * 12));
     // torchtune CEWithChunkedOutputLoss, 8 chunks: bf16 logits + every chunk's fp32
     // log-probs + one chunk's fp32 upcast: 2 + 4 + 4/8 = 6.5 B.
     CHECK(graph("llama-3-8b", Stack::Torchtune).logits.bytes(8192, 1, 1, false) == Approx(n * 6.5));
@@ -612,6 +616,38 @@ const Remedy* sole_remedy(Scenario s, double short_by, const std::string& change
     return nullptr;
 }
 }  // namespace
+
+TEST_CASE("FSDP under autocast bookkeeping: fp32 shards at rest, the 16-bit weights only as gathered units", "[stacks][memory][fsdp]") {
+    // Llama-3-8B, 8,030,261,248 parameters (torchtitan PR #833's log), FSDP over 8
+    // GPUs with MixedPrecision param_dtype bf16: each rank keeps its fp32 shard,
+    // 4 B x P / 8; the bf16 weights exist only as gathered units (a temporary),
+    // not as a persistent copy beside the shard.
+    const double P = 8030261248.0;
+    ScenarioInput in;
+    in.model = "llama-3-8b";
+    in.gpu = "h100-sxm";
+    in.gpus = 8;
+    in.dp = 8;
+    in.stack = Stack::Torchtitan;
+    in.fsdp = FsdpStrategy::FullShard;
+    in.recompute = Recompute::PerOp;
+    in.seq_len = 8192;
+    auto r = resolve_scenario(in, tp_test::presets());
+    REQUIRE(r.has_value());
+    CHECK(estimate_memory(*r).peak().weights == Approx(4.0 * P / 8).epsilon(1e-6));
+    // SHARD_GRAD_OP (FSDP2 reshard_after_forward=False): the same fp32 shard plus
+    // every unit's gathered bf16 weights, held from forward to backward: 2 B x P.
+    in.fsdp = FsdpStrategy::ShardGradOp;
+    r = resolve_scenario(in, tp_test::presets());
+    REQUIRE(r.has_value());
+    CHECK(estimate_memory(*r).peak().weights == Approx(4.0 * P / 8 + 2.0 * P).epsilon(1e-6));
+    // Plain DDP under autocast keeps fp32 weights and autocast's bf16 copies: 6 B x P.
+    in.fsdp = FsdpStrategy::None;
+    in.zero = 0;
+    r = resolve_scenario(in, tp_test::presets());
+    REQUIRE(r.has_value());
+    CHECK(estimate_memory(*r).peak().weights == Approx(6.0 * P).epsilon(1e-6));
+}
 
 TEST_CASE("NCCL_NVLS_ENABLE=0 is offered where NVLink SHARP buffers tip the run over", "[stacks][memory][fit]") {
     ScenarioInput in;

@@ -71,6 +71,12 @@ BytesPerParam bytes_per_trainable_param(const TrainingSetup& t) {
                 case Framework::PyTorchAMP: // fp32 params and grads; autocast caches
                     b.weights = 4 + 2;      // 16-bit copies of the weights for the step
                     b.gradients = 4; b.master = 0;
+                    // FSDP that shards casts inside its all-gather (MixedPrecision /
+                    // MixedPrecisionPolicy param_dtype): the 16-bit weights are the
+                    // gathered unit, freed at reshard (a temporary, or held from
+                    // forward to backward under SHARD_GRAD_OP: stage_states), not a
+                    // persistent copy beside the fp32 shard.
+                    if (t.fsdp != FsdpStrategy::None && t.fsdp != FsdpStrategy::NoShard) b.weights = 4;
                     break;
             }
             // Transformer Engine keeps an fp8 copy of each weight for the step.
@@ -207,6 +213,14 @@ void stage_states(const MemoryContext& c, const StageParams& p, MemoryBreakdown&
         const ModelStates dense = model_states(p.dense, c.bpp, plan.dense);
         const ModelStates experts = model_states(p.expert, c.bpp, plan.expert);
         mem.weights = dense.weights + experts.weights;
+        if (c.s.setup.fsdp == FsdpStrategy::ShardGradOp) {
+            // FSDP SHARD_GRAD_OP (FSDP2 reshard_after_forward=False) shards the
+            // parameters at rest like FULL_SHARD but keeps every unit's gathered
+            // weights, in the compute dtype, from its forward to its backward: at
+            // the start of backward all of them (torch FSDP docs, ShardingStrategy).
+            mem.weights = p.dense * (c.bpp.weights / plan.dense.optimizer + c.weight_compute_bpp) +
+                          p.expert * (c.bpp.weights / plan.expert.optimizer + c.weight_compute_bpp);
+        }
         mem.gradients = dense.gradients + experts.gradients;
         mem.optimizer = dense.optimizer + experts.optimizer;
         mem.master_weights = dense.master + experts.master;
