@@ -59,6 +59,12 @@ TEST_CASE("stacks: logits bytes at the loss for an 8k x 128k step, per stack's l
     // torchtitan: forward pred (bf16) + pred.float() + fp32 log-probs = 10 B; train.py
     // deletes pred before backward, which starts with 3 x 4 = 12 B.
     CHECK(graph("llama-3-8b", Stack::Torchtitan).logits.bytes(8192, 1, 1, false) == Approx(n * 12));
+    // torchtitan over TP ranks runs loss_parallel(): DTensor's out-of-place ops keep
+    // the saved log-probs, zeros_like(x), exp(x) and their sum at backward's start,
+    // 4 x 4 = 16 B per logit, over t = 2 vocabulary shards 8 B per rank.
+    CHECK(graph("llama-3-8b", Stack::Torchtitan).logits_tp.bytes(8192, 1, 2, true) == Approx(n * 8));
+    // A stack whose loss is the same over TP ranks: Megatron's vocab-parallel one.
+    CHECK(graph("llama-3-8b", Stack::MegatronCore).logits_tp.bytes(8192, 1, 2, true) == Approx(n * 3));
     // torchtune CEWithChunkedOutputLoss, 8 chunks: bf16 logits + every chunk's fp32
     // log-probs + one chunk's fp32 upcast: 2 + 4 + 4/8 = 6.5 B.
     CHECK(graph("llama-3-8b", Stack::Torchtune).logits.bytes(8192, 1, 1, false) == Approx(n * 6.5));

@@ -359,7 +359,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     if (first) mem.activations += st.microbatches_in_flight * g.stored_first.bytes(sq, mb, tp, sp);
     if (last) {
         mem.activations += g.stored_last.bytes(sq, mb, tp, sp);
-        mem.logits = g.logits.bytes(sq, mb, tp, sp);
+        mem.logits = (tp > 1 ? g.logits_tp : g.logits).bytes(sq, mb, tp, sp);
     }
     // ---- model outputs the training loop holds through backward
     // (`outputs = model(batch); loss = outputs.loss; loss.backward()` keeps

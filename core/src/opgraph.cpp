@@ -304,8 +304,11 @@ double stored_layers_bytes(const StepGraph& g, const TrainingSetup& t, int layer
     return rl.inputs * g.stored_full.bytes(s, b, tp, sp) + (layers - rl.checkpointed) * g.stored_none.bytes(s, b, tp, sp);
 }
 
-LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t) {
+LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t) { return loss_copies(m, t, t.layout.tp > 1); }
+
+LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t, bool vocab_parallel) {
     const StackConventions& sc = policy().stack(t.stack);
+    if (vocab_parallel && !sc.loss_in_model) return {sc.loss_tp_logit_copies, sc.loss_tp_fp32_copies, sc.loss_tp};
     if (!sc.loss_in_model || m.logits_upcast) return {sc.loss_logit_copies, sc.loss_fp32_copies, sc.loss};
     // The model's loss on its 16-bit logits (data/defaults.toml, loss_in_model):
     // the logits and their shifted copy stay 16-bit; torch.autocast runs
@@ -627,7 +630,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // copies in the activation dtype and in fp32 (data/defaults.toml
         // [stack.*] loss_*_copies, derived there from each stack's loss code; a
         // real peak for 128K vocabularies).
-        const LossCopies lc = loss_copies(m, t);
+        const LossCopies lc = loss_copies(m, t, false);
         const int logits = b.tensor("logits", V * lc.activation_dtype, a, TP);
         b.g.tensors.back().logits = true;
         OpDef& loss = b.elementwise("loss", OpRole::Loss, OpKind::Elementwise, TP, 0, {logits});
@@ -644,6 +647,14 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // --- stored bytes per recompute policy
     StepGraph& g = b.g;
     saved_coeffs(g);  // stored_none, stored_selective, stored_first, stored_last, logits
+    {
+        // The same loss over tensor-parallel ranks (vocab-sharded logits), where
+        // the stack runs it differently (the graph serves every layout).
+        const LossCopies plain = loss_copies(m, t, false);
+        const LossCopies tp = loss_copies(m, t, true);
+        g.logits_tp = g.logits;
+        g.logits_tp.tensor_parallel += V * ((tp.activation_dtype - plain.activation_dtype) * a + (tp.fp32 - plain.fp32) * 4.0);
+    }
     // Full recompute keeps only each layer's input (2sbh; Korthikanti Sec. 4.2).
     g.stored_full.replicated = h * a;
     per_op_policy(g, h * a, a);

@@ -1,5 +1,7 @@
 #include "trainplan/policy.hpp"
 
+#include <optional>
+
 #include <algorithm>
 #include <cassert>
 #include <cstdlib>
@@ -54,6 +56,15 @@ public:
         }
         fail(n, section + "." + key, section + "." + key + (n ? " must be a number" : " is missing"));
         return 0;
+    }
+    // An optional key: absent is nullopt, present must be valid.
+    std::optional<double> optional_non_negative(const toml::table& t, const std::string& section, const std::string& key) {
+        if (!t.get(key)) return std::nullopt;
+        return non_negative(t, section, key);
+    }
+    std::optional<std::string> optional_string(const toml::table& t, const std::string& section, const std::string& key) {
+        if (!t.get(key)) return std::nullopt;
+        return string(t, section, key);
     }
     bool boolean(const toml::table& t, const std::string& section, const std::string& key) {
         const toml::node* n = t.get(key);
@@ -213,6 +224,11 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.framework = r.choice<Framework>(row, sec, "framework");
         c.zero_framework = r.choice<Framework>(row, sec, "zero_framework");
         c.loss = r.string(row, sec, "loss");
+        // The loss as the stack runs it over tensor-parallel ranks (vocab-parallel
+        // logits), where that differs: absent keys mean the same as above.
+        c.loss_tp_logit_copies = r.optional_non_negative(row, sec, "loss_tp_logit_copies").value_or(c.loss_logit_copies);
+        c.loss_tp_fp32_copies = r.optional_non_negative(row, sec, "loss_tp_fp32_copies").value_or(c.loss_fp32_copies);
+        c.loss_tp = r.optional_string(row, sec, "loss_tp").value_or(c.loss);
         c.norms = r.string(row, sec, "norms");
         c.elementwise = r.string(row, sec, "elementwise");
         c.allocator = r.string(row, sec, "allocator");

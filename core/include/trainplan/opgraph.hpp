@@ -213,6 +213,7 @@ struct StepGraph {
     ActivationCoeffs stored_first;        // embedding side, per in-flight micro-batch
     ActivationCoeffs stored_last;         // final norm and LM-head inputs, one micro-batch
     ActivationCoeffs logits;              // the loss's logits copies, one micro-batch
+    ActivationCoeffs logits_tp;           // ... where tp > 1 (the stack's vocab-parallel loss)
     // Gradients eager attention's backward holds at once on top of what one layer
     // stores: the gradient of the softmax output (in its dtype) and of the scores
     // (16-bit), s x s per head (zero under FlashAttention, which tiles them).
@@ -258,7 +259,8 @@ struct LossCopies {
     double fp32 = 0;
     std::string description;
 };
-[[nodiscard]] LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t);
+[[nodiscard]] LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t);  // for t's own layout
+[[nodiscard]] LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t, bool vocab_parallel);
 
 // The gated activation's kernel in this run (data/defaults.toml [stack.*]
 // fused_swiglu, swiglu_fuses_packed): eager `act(gate) * up`; fused (keeps gate

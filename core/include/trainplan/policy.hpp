@@ -36,6 +36,12 @@ struct StackConventions {
     // in the activation dtype and in fp32.
     double loss_logit_copies = 0;
     double loss_fp32_copies = 0;
+    // The same where the loss runs over tensor-parallel ranks (tp > 1) on
+    // vocab-sharded logits, and the words for it (data/defaults.toml loss_tp_*;
+    // absent: as above).
+    double loss_tp_logit_copies = 0;
+    double loss_tp_fp32_copies = 0;
+    std::string loss_tp;
     // The loss is the model code's own (transformers' CrossEntropyLoss on the
     // logits its forward returns): the copies above assume the model upcasts
     // them; a model that does not gets loss_copies() (opgraph.hpp) instead.
