@@ -66,12 +66,7 @@ std::string break_even(const SizingOption& o) {
 std::string layout(const SizingOption& o) {
     const TrainingSetup& t = o.best.scenario.setup;
     return fmt::format("{}, mb {} x {}, ZeRO-{}, {}{}", layout_text(o.best.scenario), t.micro_batch, t.grad_accum, t.zero_stage,
-                       t.recompute == Recompute::None ? "no recompute"
-                       : t.recompute != Recompute::Full || t.recompute_layers <= 0
-                           ? std::string(to_string(t.recompute)) + " recompute"
-                       : t.recompute_method == RecomputeMethod::Block ? fmt::format("full recompute of the first {} layer(s) per stage", t.recompute_layers)
-                       : t.recompute_method == RecomputeMethod::Every ? fmt::format("full recompute of every {}th layer", t.recompute_layers)
-                                                                      : fmt::format("full recompute, {}-layer checkpoints", t.recompute_layers),
+                       recompute_words(t),
                        t.optimizer_offload != Offload::None ? ", optimizer offload to " + std::string(to_string(t.optimizer_offload)) : "");
 }
 // The simulate command that reproduces an option's layout (its flags are the schema's).

@@ -288,8 +288,7 @@ SizingReport size_hardware(const Scenario& base, std::int64_t global_batch, cons
         const ParallelLayout& l = st.layout;
         w << (o.mode == "rent" ? "Rent " : "Buy ") << o.gpus << " x " << o.gpu_name << " (" << plural(o.nodes, "node", "nodes")
           << "). With tp " << l.tp << ", pp " << l.pp << ", dp " << l.dp << (l.cp > 1 ? ", cp " + std::to_string(l.cp) : std::string())
-          << ", ZeRO-" << st.zero_stage << " and "
-          << (st.recompute == Recompute::None ? std::string("no") : std::string(to_string(st.recompute))) << " recompute"
+          << ", ZeRO-" << st.zero_stage << " and " << recompute_words(st)
           << (st.optimizer_offload != Offload::None ? " (optimizer offloaded to " + std::string(to_string(st.optimizer_offload)) + ")" : std::string())
           << " they train the " << o.best.scenario.model.name << " budget in " << days(o.train_time_s);
         if (o.time_band.n > 0) w << " (P10-P90 " << detail::fixed(o.train_time_p10_s / 86400, 1) << "-" << days(o.train_time_p90_s) << ")";

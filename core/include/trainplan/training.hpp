@@ -268,6 +268,10 @@ struct TrainingSetup {
     return t.framework == Framework::PyTorchAMP && t.fsdp == FsdpStrategy::None && t.zero_stage == 0 && t.layout.dp > 1;
 }
 
+// The recompute setting in words ("no recompute", "selective recompute", "full
+// recompute of the first 2 layer(s) per stage", ...), for reports and summaries.
+[[nodiscard]] std::string recompute_words(const TrainingSetup& t);
+
 // What surrounds the step: data pipeline, clocks, and the economics of a run.
 // Zero means "not modeled / use the documented default" where noted.
 struct RunOptions {
