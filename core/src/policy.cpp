@@ -200,38 +200,51 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         const std::string name = e.name;
         const toml::table& row = r.sub(st, "stack", name);
         const std::string sec = "stack." + name;
+        // A row may name a `base` row and give only the keys it changes (a later
+        // release of the same code): each key is read where it is set.
+        const toml::table* base = nullptr;
+        if (const toml::node* b = row.get("base")) {
+            const auto* bn = b->as_string();
+            base = bn ? st.get_as<toml::table>(bn->get()) : nullptr;
+            if (!base || base->contains("base")) {
+                r.errs.push_back({filename, static_cast<int>(b->source().begin.line), static_cast<int>(b->source().begin.column), sec + ".base",
+                                  sec + ".base must name another stack row that has no base of its own (known: " + names.allowed() + ")"});
+                base = nullptr;
+            }
+        }
+        auto from = [&](const char* key) -> const toml::table& { return base && !row.contains(key) ? *base : row; };
         StackConventions c;
-        c.loss_logit_copies = r.non_negative(row, sec, "loss_logit_copies");
-        c.loss_fp32_copies = r.non_negative(row, sec, "loss_fp32_copies");
-        c.loss_in_model = r.boolean(row, sec, "loss_in_model");
-        c.norm_saved_bytes = r.non_negative(row, sec, "norm_saved_bytes");
-        c.fused_elementwise = r.boolean(row, sec, "fused_elementwise");
-        c.fused_swiglu = r.boolean(row, sec, "fused_swiglu");
-        c.swiglu_fuses_packed = r.boolean(row, sec, "swiglu_fuses_packed");
-        c.fsdp_units_mix_frozen = r.boolean(row, sec, "fsdp_units_mix_frozen");
-        c.fsdp_no_sync = r.boolean(row, sec, "fsdp_no_sync");
-        c.attn_softmax_fp32 = r.boolean(row, sec, "attn_softmax_fp32");
-        c.fp32_attention_unfused = r.boolean(row, sec, "fp32_attention_unfused");
-        c.selective_recomputes_flash = r.boolean(row, sec, "selective_recomputes_flash");
-        c.tensor_parallel = r.boolean(row, sec, "tensor_parallel");
-        c.pipeline_parallel = r.boolean(row, sec, "pipeline_parallel");
-        c.context_parallel = r.boolean(row, sec, "context_parallel");
-        c.expert_parallel = r.boolean(row, sec, "expert_parallel");
-        c.tp_comm_overlap = r.boolean(row, sec, "tp_comm_overlap");
-        c.activation_offload = r.boolean(row, sec, "activation_offload");
-        c.allocator_reserve_fraction = r.non_negative(row, sec, "allocator_reserve_fraction");
-        c.optimizer_foreach = r.boolean(row, sec, "optimizer_foreach");
-        c.framework = r.choice<Framework>(row, sec, "framework");
-        c.zero_framework = r.choice<Framework>(row, sec, "zero_framework");
-        c.loss = r.string(row, sec, "loss");
+        c.loss_logit_copies = r.non_negative(from("loss_logit_copies"), sec, "loss_logit_copies");
+        c.loss_fp32_copies = r.non_negative(from("loss_fp32_copies"), sec, "loss_fp32_copies");
+        c.loss_in_model = r.boolean(from("loss_in_model"), sec, "loss_in_model");
+        c.norm_saved_bytes = r.non_negative(from("norm_saved_bytes"), sec, "norm_saved_bytes");
+        c.fused_elementwise = r.boolean(from("fused_elementwise"), sec, "fused_elementwise");
+        c.fused_swiglu = r.boolean(from("fused_swiglu"), sec, "fused_swiglu");
+        c.swiglu_fuses_packed = r.boolean(from("swiglu_fuses_packed"), sec, "swiglu_fuses_packed");
+        c.fsdp_units_mix_frozen = r.boolean(from("fsdp_units_mix_frozen"), sec, "fsdp_units_mix_frozen");
+        c.fsdp_no_sync = r.boolean(from("fsdp_no_sync"), sec, "fsdp_no_sync");
+        c.attn_softmax_fp32 = r.boolean(from("attn_softmax_fp32"), sec, "attn_softmax_fp32");
+        c.fp32_attention_unfused = r.boolean(from("fp32_attention_unfused"), sec, "fp32_attention_unfused");
+        c.selective_recomputes_flash = r.boolean(from("selective_recomputes_flash"), sec, "selective_recomputes_flash");
+        c.tensor_parallel = r.boolean(from("tensor_parallel"), sec, "tensor_parallel");
+        c.pipeline_parallel = r.boolean(from("pipeline_parallel"), sec, "pipeline_parallel");
+        c.context_parallel = r.boolean(from("context_parallel"), sec, "context_parallel");
+        c.expert_parallel = r.boolean(from("expert_parallel"), sec, "expert_parallel");
+        c.tp_comm_overlap = r.boolean(from("tp_comm_overlap"), sec, "tp_comm_overlap");
+        c.activation_offload = r.boolean(from("activation_offload"), sec, "activation_offload");
+        c.allocator_reserve_fraction = r.non_negative(from("allocator_reserve_fraction"), sec, "allocator_reserve_fraction");
+        c.optimizer_foreach = r.boolean(from("optimizer_foreach"), sec, "optimizer_foreach");
+        c.framework = r.choice<Framework>(from("framework"), sec, "framework");
+        c.zero_framework = r.choice<Framework>(from("zero_framework"), sec, "zero_framework");
+        c.loss = r.string(from("loss"), sec, "loss");
         // The loss as the stack runs it over tensor-parallel ranks (vocab-parallel
         // logits), where that differs: absent keys mean the same as above.
-        c.loss_tp_logit_copies = r.optional_non_negative(row, sec, "loss_tp_logit_copies").value_or(c.loss_logit_copies);
-        c.loss_tp_fp32_copies = r.optional_non_negative(row, sec, "loss_tp_fp32_copies").value_or(c.loss_fp32_copies);
-        c.loss_tp = r.optional_string(row, sec, "loss_tp").value_or(c.loss);
-        c.norms = r.string(row, sec, "norms");
-        c.elementwise = r.string(row, sec, "elementwise");
-        c.allocator = r.string(row, sec, "allocator");
+        c.loss_tp_logit_copies = r.optional_non_negative(from("loss_tp_logit_copies"), sec, "loss_tp_logit_copies").value_or(c.loss_logit_copies);
+        c.loss_tp_fp32_copies = r.optional_non_negative(from("loss_tp_fp32_copies"), sec, "loss_tp_fp32_copies").value_or(c.loss_fp32_copies);
+        c.loss_tp = r.optional_string(from("loss_tp"), sec, "loss_tp").value_or(c.loss);
+        c.norms = r.string(from("norms"), sec, "norms");
+        c.elementwise = r.string(from("elementwise"), sec, "elementwise");
+        c.allocator = r.string(from("allocator"), sec, "allocator");
         p.stacks_[static_cast<size_t>(e.value)] = std::move(c);
     }
     for (const auto& [k, v] : st) {

@@ -117,7 +117,7 @@ Communicators communicators(const Scenario& s, const ShardPlan& p, bool first, b
         if (nvls && g.per_node > 2 && (g.nodes == 1 || nccl != NcclRelease::V2_20)) c.nvls_heads += g.per_node;
     };
     const int gpn = std::max(1, std::min(world, s.cluster.gpus_per_node));
-    add(ProcessGroup{world, gpn, (world + gpn - 1) / gpn, Tier::InterNode});
+    add(group(world, gpn, world > gpn));
     auto dimension = [&](const ProcessGroup& g) {
         if (g.size < world || megatron) add(g);
     };
@@ -137,9 +137,9 @@ Communicators communicators(const Scenario& s, const ShardPlan& p, bool first, b
         if (last && p.dp > 1) {
             const int cp_local = std::max(1, p.cp_group.per_node);
             const int per_node = std::max(1, p.dp_group.per_node / cp_local);
-            add(ProcessGroup{p.dp, per_node, (p.dp + per_node - 1) / per_node, Tier::InterNode});
+            add(group(p.dp, per_node, p.dp > per_node));
         }
-        if (p.pp > 1 && (first || last) && s.model.tied_embeddings) add(ProcessGroup{2, 1, 2, Tier::InterNode});
+        if (p.pp > 1 && (first || last) && s.model.tied_embeddings) add(group(2, 1, true));  // first and last stage
     }
     return c;
 }

@@ -10,7 +10,7 @@ std::string recompute_words(const TrainingSetup& t) {
     const std::string k = std::to_string(t.recompute_layers);
     switch (t.recompute_method) {
         case RecomputeMethod::Block: return "full recompute of the first " + k + " layer(s) per stage";
-        case RecomputeMethod::Every: return "full recompute of every " + k + "th layer";
+        case RecomputeMethod::Every: return "full recompute of one layer in every " + k;
         case RecomputeMethod::Uniform: break;
     }
     return "full recompute, " + k + "-layer checkpoints";
