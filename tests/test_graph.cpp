@@ -53,6 +53,29 @@ TEST_CASE("LoRA adapters of Llama-2-7B, r = 8 on q and v: 4,194,304 trainable pa
     CHECK(g.model_params(m.num_layers) == 6'742'609'920.0);
 }
 
+TEST_CASE("LoRA on GPT-2's packed c_attn, r = 8: one adapter per layer, 294,912 trainable parameters", "[graph][params]") {
+    // transformers' GPT-2 computes q, k and v in one Conv1D c_attn (768 -> 2304); PEFT's
+    // LoRA on it is one adapter per layer of r (768 + 2304) = 24,576 (Hu et al. 2021),
+    // 12 layers: 294,912 ("trainable params: 294,912" is what print_trainable_parameters
+    // reports for gpt2 with r = 8 on c_attn). Three separate adapters on q, k and v
+    // would be 12 x 3 x 8 x (768 + 768) = 442,368.
+    const ModelSpec m = tp_test::model("gpt2");
+    REQUIRE(m.packed_qkv);
+    TrainingSetup t;
+    t.method = Method::LoRA;
+    t.lora.rank = 8;
+    t.lora.targets = kLoraQ | kLoraK | kLoraV;
+    const StepGraph g = build_step_graph(m, t);
+    CHECK(g.model_params(m.num_layers, true) == 294'912.0);
+    ModelSpec split = m;
+    split.packed_qkv = false;
+    CHECK(build_step_graph(split, t).model_params(m.num_layers, true) == 442'368.0);
+    // One GEMM, one module: the layer's weighted modules are ln_1, c_attn, c_proj, ln_2,
+    // c_fc, c_proj and the adapter's lora_A and lora_B.
+    CHECK(g.weighted_modules[static_cast<int>(Site::Layer)] == 8);
+    CHECK(build_step_graph(split, t).weighted_modules[static_cast<int>(Site::Layer)] == 14);
+}
+
 TEST_CASE("the tied embedding is copied to the last stage only when the pipeline splits it", "[graph][sharding]") {
     // GPT-2 XL ties its LM head to the 50257 x 1600 word embedding.
     Scenario s;

@@ -124,9 +124,14 @@ std::int64_t lora_params_per_layer(const ModelSpec& m, const LoraConfig& l) {
     auto add = [&](unsigned target, std::int64_t din, std::int64_t dout, std::int64_t copies = 1) {
         if (l.targets & target) p += copies * r * (din + dout);
     };
-    add(kLoraQ, h, m.q_dim());
-    add(kLoraK, h, m.kv_dim());
-    add(kLoraV, h, m.kv_dim());
+    if (m.packed_qkv) {
+        // One q/k/v module: one adapter, A of r x h, B of (q + 2 kv) x r.
+        if (l.targets & (kLoraQ | kLoraK | kLoraV)) p += r * (h + m.q_dim() + 2 * m.kv_dim());
+    } else {
+        add(kLoraQ, h, m.q_dim());
+        add(kLoraK, h, m.kv_dim());
+        add(kLoraV, h, m.kv_dim());
+    }
     add(kLoraO, m.q_dim(), h);
     auto mlp = [&](std::int64_t ffn, std::int64_t copies) {
         if (m.gated()) add(kLoraGate, h, ffn, copies);

@@ -408,12 +408,20 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     Builder::owns(b.elementwise("attn_norm", OpRole::AttnNorm, OpKind::Norm, R, norm_bytes, {x_in}), norm_params, base_trained,
                   ShardClass::Norm, false);
     const int n1 = b.tensor("attn_norm_out", h, a, R);
-    Builder::owns(b.gemm("q_proj", OpRole::QProj, h, qd, TP, n1), h * qd + bias(m.qkv_bias, qd), base_trained, ShardClass::Dense, true);
-    Builder::owns(b.gemm("k_proj", OpRole::KProj, h, kvd, TP, n1), h * kvd + bias(m.qkv_bias, kvd), base_trained, ShardClass::Dense, true);
-    Builder::owns(b.gemm("v_proj", OpRole::VProj, h, kvd, TP, n1), h * kvd + bias(m.qkv_bias, kvd), base_trained, ShardClass::Dense, true);
-    if (adapted(kLoraQ)) lora_adapter(b, "q_proj", t, n1, h, qd, R, a, 1, ShardClass::Dense);
-    if (adapted(kLoraK)) lora_adapter(b, "k_proj", t, n1, h, kvd, R, a, 1, ShardClass::Dense);
-    if (adapted(kLoraV)) lora_adapter(b, "v_proj", t, n1, h, kvd, R, a, 1, ShardClass::Dense);
+    if (m.packed_qkv || sc.packed_qkv) {
+        // One module computes q, k and v (GPT-2's c_attn, query_key_value, Wqkv):
+        // one GEMM, and LoRA on any of them adapts that one module.
+        const double n = qd + 2 * kvd;
+        Builder::owns(b.gemm("qkv_proj", OpRole::QkvProj, h, n, TP, n1), h * n + bias(m.qkv_bias, n), base_trained, ShardClass::Dense, true);
+        if (adapted(kLoraQ) || adapted(kLoraK) || adapted(kLoraV)) lora_adapter(b, "qkv_proj", t, n1, h, n, R, a, 1, ShardClass::Dense);
+    } else {
+        Builder::owns(b.gemm("q_proj", OpRole::QProj, h, qd, TP, n1), h * qd + bias(m.qkv_bias, qd), base_trained, ShardClass::Dense, true);
+        Builder::owns(b.gemm("k_proj", OpRole::KProj, h, kvd, TP, n1), h * kvd + bias(m.qkv_bias, kvd), base_trained, ShardClass::Dense, true);
+        Builder::owns(b.gemm("v_proj", OpRole::VProj, h, kvd, TP, n1), h * kvd + bias(m.qkv_bias, kvd), base_trained, ShardClass::Dense, true);
+        if (adapted(kLoraQ)) lora_adapter(b, "q_proj", t, n1, h, qd, R, a, 1, ShardClass::Dense);
+        if (adapted(kLoraK)) lora_adapter(b, "k_proj", t, n1, h, kvd, R, a, 1, ShardClass::Dense);
+        if (adapted(kLoraV)) lora_adapter(b, "v_proj", t, n1, h, kvd, R, a, 1, ShardClass::Dense);
+    }
     const int q = b.tensor("q", qd, a, TP);
     const int k = b.tensor("k", kvd, a, TP);
     const int v = b.tensor("v", kvd, a, TP);
@@ -678,6 +686,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     for (const OpDef& o : g.ops) {
         g.launches[static_cast<int>(o.site)] += forward_launches(o, sc, m, t);
         g.forward_only_launches[static_cast<int>(o.site)] += forward_only_launches(o, sc, t);
+        if (o.weight.params > 0 || o.weight.tied_copy) g.weighted_modules[static_cast<int>(o.site)] += o.kind == OpKind::Gemm ? gemm_launches(o, sc) : 1.0;
     }
     return std::move(b.g);
 }

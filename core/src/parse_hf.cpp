@@ -172,15 +172,18 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         if (type == "qwen2" || type == "qwen2_moe") m.out_bias = false;
         m.mlp_bias = r.boolean("mlp_bias").value_or(false);
         if (type == "gemma2") m.norms_per_layer = 4;
+        m.packed_qkv = type == "phi3";  // qkv_proj
     } else if (type == "gpt2" || type == "gpt_bigcode") {
         m.norm = NormKind::LayerNorm; m.norm_bias = true; m.position = PositionKind::Learned;
         m.activation = Activation::GELU; m.qkv_bias = m.out_bias = m.mlp_bias = true;
         m.tied_embeddings = r.boolean("tie_word_embeddings").value_or(true);
+        m.packed_qkv = true;  // c_attn
     } else if (type == "gpt_neox") {
         m.norm = NormKind::LayerNorm; m.norm_bias = true; m.position = PositionKind::RoPE;
         m.activation = Activation::GELU; m.qkv_bias = m.out_bias = m.mlp_bias = true;
         m.parallel_block = r.boolean("use_parallel_residual").value_or(true);
         m.tied_embeddings = r.boolean("tie_word_embeddings").value_or(false);
+        m.packed_qkv = true;  // query_key_value
     } else if (type == "gptj") {
         m.norm = NormKind::LayerNorm; m.norm_bias = true; m.position = PositionKind::RoPE;
         m.activation = Activation::GELU; m.mlp_bias = true; m.parallel_block = true; m.norms_per_layer = 1;
@@ -195,6 +198,7 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         m.norm = NormKind::LayerNorm; m.norm_bias = true; m.position = PositionKind::ALiBi;
         m.activation = Activation::GELU; m.qkv_bias = m.out_bias = m.mlp_bias = true; m.embedding_norm = true;
         m.tied_embeddings = r.boolean("tie_word_embeddings").value_or(true);
+        m.packed_qkv = true;  // query_key_value
     } else if (type == "mpt") {
         m.norm = NormKind::LayerNorm; m.norm_bias = !r.boolean("no_bias").value_or(true);
         const bool alibi = j.contains("attn_config") && j["attn_config"].is_object() && j["attn_config"].contains("alibi") &&
@@ -202,6 +206,7 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         m.position = alibi ? PositionKind::ALiBi : PositionKind::Learned;
         m.activation = Activation::GELU; m.qkv_bias = m.out_bias = m.mlp_bias = !r.boolean("no_bias").value_or(true);
         m.tied_embeddings = true;
+        m.packed_qkv = true;  // Wqkv
     } else if (type == "falcon") {
         m.norm = NormKind::LayerNorm; m.norm_bias = true;
         m.position = r.boolean("alibi").value_or(false) ? PositionKind::ALiBi : PositionKind::RoPE;
@@ -209,6 +214,7 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         m.qkv_bias = m.out_bias = m.mlp_bias = r.boolean("bias").value_or(false);
         m.parallel_block = r.boolean("parallel_attn").value_or(true);
         m.norms_per_layer = r.boolean("new_decoder_architecture").value_or(false) ? 2 : (m.parallel_block ? 1 : 2);
+        m.packed_qkv = true;  // query_key_value
         m.tied_embeddings = r.boolean("tie_word_embeddings").value_or(true);
     } else if (type == "phi") {
         m.norm = NormKind::LayerNorm; m.norm_bias = true; m.position = PositionKind::RoPE;

@@ -72,6 +72,7 @@ void read_model_keys(TomlReader& r, ModelSpec& m, std::vector<Diagnostic>& errs,
     if (auto v = r.boolean("norm_bias")) m.norm_bias = *v;
     if (auto v = r.integer("norms_per_layer", 1, 4)) m.norms_per_layer = static_cast<int>(*v);
     if (auto v = r.boolean("qkv_bias")) m.qkv_bias = *v;
+    if (auto v = r.boolean("packed_qkv")) m.packed_qkv = *v;
     if (auto v = r.boolean("out_bias")) m.out_bias = *v;
     if (auto v = r.boolean("mlp_bias")) m.mlp_bias = *v;
     if (auto v = r.boolean("lm_head_bias")) m.lm_head_bias = *v;

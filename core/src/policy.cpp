@@ -188,6 +188,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     p.launch_queue_depth = r.non_negative(host, "host", "launch_queue_depth");
     p.forward_launch_s = r.non_negative(host, "host", "forward_launch_us") * 1e-6;
     p.backward_launch_s = r.non_negative(host, "host", "backward_launch_us") * 1e-6;
+    p.zero3_module_hook_s = r.non_negative(host, "host", "zero3_module_hook_us") * 1e-6;
 
     const toml::table& ql = r.table("qlora");
     p.gptq_group_size = r.number(ql, "qlora", "gptq_group_size");
@@ -232,6 +233,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.expert_parallel = r.boolean(from("expert_parallel"), sec, "expert_parallel");
         c.tp_comm_overlap = r.boolean(from("tp_comm_overlap"), sec, "tp_comm_overlap");
         c.activation_offload = r.boolean(from("activation_offload"), sec, "activation_offload");
+        c.packed_qkv = r.boolean(from("packed_qkv"), sec, "packed_qkv");
         c.allocator_reserve_fraction = r.non_negative(from("allocator_reserve_fraction"), sec, "allocator_reserve_fraction");
         c.optimizer_foreach = r.boolean(from("optimizer_foreach"), sec, "optimizer_foreach");
         c.framework = r.choice<Framework>(from("framework"), sec, "framework");

@@ -347,7 +347,19 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     double rec_launches = 0;
     if (t.recompute == Recompute::Full) rec_launches = rec_layers * c.g.launches[static_cast<int>(Site::Layer)];
     const Policy& pol = policy();
-    const double host_mb = (stage_launches + rec_launches) * pol.forward_launch_s + backward_launches * pol.backward_launch_s;
+    // DeepSpeed ZeRO-3 runs Python hooks around every module that owns weights: before
+    // its forward and its backward it fetches the module's parameters (all-gather,
+    // events, bookkeeping) and after them releases them, on every rank, however many
+    // ranks there are (runtime/zero/parameter_offload.py, partitioned_param_coordinator.py);
+    // the recomputed forward of a checkpointed layer fetches them again.
+    double hooks_mb = 0;
+    if (runs_deepspeed_zero3(t)) {
+        const double modules = on_stage(c.g.weighted_modules);
+        const double rec_modules = t.recompute == Recompute::Full ? rec_layers * c.g.weighted_modules[static_cast<int>(Site::Layer)] : 0.0;
+        hooks_mb = (2.0 * modules + rec_modules) * pol.zero3_module_hook_s;
+    }
+    const double host_mb =
+        (stage_launches + rec_launches) * pol.forward_launch_s + backward_launches * pol.backward_launch_s + hooks_mb;
     const double per_mb = std::max(gpu_mb, host_mb);
     TimeBreakdown& tb = est.time;
     if (t.activation_offload) {
@@ -364,6 +376,7 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     tb.recompute_s = c.micro_batches * stage_rec * (stage > 0 && std::isfinite(stage) ? gpu_mb / stage : 1.0 / c.clock);
     tb.thermal_s = c.micro_batches * clocked * (1.0 / c.clock - 1.0);
     tb.host_s = std::isfinite(gpu_mb) ? c.micro_batches * (per_mb - gpu_mb) : 0.0;
+    tb.zero3_hooks_s = c.micro_batches * hooks_mb;
 }
 
 // ---- context parallelism (Megatron-Core docs/source/api-guide/

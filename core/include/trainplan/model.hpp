@@ -43,6 +43,10 @@ struct ModelSpec {
     bool norm_bias = false;
     int norms_per_layer = 2;
     bool qkv_bias = false;
+    // One projection module computes q, k and v (GPT-2 / Qwen v1 c_attn, GPT-NeoX /
+    // BLOOM / Falcon query_key_value, MPT Wqkv, Phi-3 qkv_proj): one GEMM and one
+    // module, and LoRA on it is one adapter of r (h + q + 2 kv) (Hu et al. 2021).
+    bool packed_qkv = false;
     bool out_bias = false;
     bool mlp_bias = false;
     bool tied_embeddings = false;

@@ -38,7 +38,7 @@ enum class Site { First, Layer, Last };
 // What an op is. Memory and time key on these, never on names.
 enum class OpRole {
     Embedding, PositionEmbedding, EmbeddingNorm, EmbeddingDropout,
-    AttnNorm, QProj, KProj, VProj, Rope,
+    AttnNorm, QProj, KProj, VProj, QkvProj, Rope,
     FlashAttention, AttnLayoutCopies, AttnScores, AttnSoftmax, AttnDropout, AttnValues,
     OProj, PostAttnNorm, AttnOutDropout, AttnResidualAdd,
     MlpNorm, GateUpProj, UpProj, ActFn, ActMul, DownProj,
@@ -233,6 +233,10 @@ struct StepGraph {
     // ops read only the packed weight, which needs no gradient): the autograd
     // engine issues nothing for them.
     double forward_only_launches[3] = {0, 0, 0};
+    // Modules that own weights, per site (each LoRA adapter matrix is a module of its
+    // own; a tied LM head shares the embedding's): the units DeepSpeed ZeRO-3's hooks
+    // fetch before and release after every forward and backward of them.
+    double weighted_modules[3] = {0, 0, 0};
 
     // Stored bytes per layer under a recompute policy.
     [[nodiscard]] const ActivationCoeffs& stored(Recompute r) const {

@@ -79,6 +79,9 @@ struct StackConventions {
     // --cpu-offloading, torchtune enable_activation_offloading, Unsloth's offloaded
     // gradient checkpointing).
     bool activation_offload = false;
+    // The model code computes q, k and v in one module whatever the architecture
+    // (Megatron's linear_qkv): data/defaults.toml [stack.*] packed_qkv.
+    bool packed_qkv = false;
     // The caching allocator's reserve (reserved - allocated) as a fraction of the
     // transient bytes (activations, logits, temporary buffers) it cycles through.
     double allocator_reserve_fraction = 0;
@@ -125,6 +128,7 @@ public:
     // Host time to issue a forward kernel, and the backward per forward kernel ([host]).
     double forward_launch_s = 0;
     double backward_launch_s = 0;
+    double zero3_module_hook_s = 0;  // [host] zero3_module_hook_us
 
     [[nodiscard]] const StackConventions& stack(Stack k) const { return stacks_[static_cast<size_t>(k)]; }
     [[nodiscard]] const LinkDefaults& link(LinkKind k, bool p2p) const;

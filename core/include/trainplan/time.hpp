@@ -56,6 +56,10 @@ struct TimeBreakdown {
     // code issues each kernel from Python; when issuing a micro-batch takes longer
     // than running it, the GPU idles for the difference.
     double host_s = 0;
+    // Host time DeepSpeed ZeRO-3's per-module fetch / release hooks take (included in
+    // what the host spends issuing the step; part of host_s only where it makes the
+    // host the slower side).
+    double zero3_hooks_s = 0;
 };
 
 struct Throughput {
