@@ -121,6 +121,10 @@ void same_hardware_remedies(Catalogue& c) {
     if (runs_deepspeed_zero3(t))
         c.add("DeepSpeed sub_group_size=1e8", "the step copies the gradients to fp32 1e8 elements at a time", false,
               [](Scenario& x, Changes& ch, Advice&) { return shrink_ds_sub_group(x, ch); });
+    c.addresses({B::Compute});
+    if (runs_deepspeed_zero3(t))
+        c.add("DeepSpeed ZeRO-2 instead of ZeRO-3", "no per-module fetch/release hooks on the host; the 16-bit weights whole on each rank", false,
+              [](Scenario& x, Changes& ch, Advice&) { return leave_zero3(x, ch); });
     c.addresses({B::Memory});
     if (t.nccl != NcclRelease::NvlsOff && c.cur.cluster.intra_node.nvls)
         c.add("NCCL_NVLS_ENABLE=0", "no NVLink SHARP buffers; all-reduce as rings instead of in the switch", false,

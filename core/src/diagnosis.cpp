@@ -133,6 +133,13 @@ std::string headline(Bottleneck b, const Scenario& s, const MemoryBreakdown& m, 
             if (s.setup.precision == Precision::FP32 && tensor_cores(s.cluster.gpu))
                 return "Compute-bound in FP32: the tensor cores sit idle (" + num(s.cluster.gpu.fp32_flops / units::TFLOPS, 1) +
                        " TFLOP/s FP32 vs " + num(s.cluster.gpu.peak_flops(NumericFormat::BF16) / units::TFLOPS, 1) + " bf16).";
+            // The GPU idles while the host issues the step (time.cpp host_mb): say who holds it up.
+            if (t.host_s > 0.25 * step)
+                return "Host-bound at " + pct(te.throughput.mfu) + " MFU: the GPU waits " + num(t.host_s, 3) + " s (" +
+                       pct(t.host_s / step) + ") of each step for the host to issue its work" +
+                       (t.zero3_hooks_s > 0 ? " -- DeepSpeed ZeRO-3's per-module fetch/release hooks take " + num(t.zero3_hooks_s, 3) +
+                                                  " s of host time, the kernel launches the rest."
+                                            : " (kernel launches from eager model code): too little work per micro-batch.");
             return "Compute-bound at " + pct(te.throughput.mfu) + " MFU" +
                    (te.throughput.mfu < K::kLowMfu ? " -- low: the GEMMs are small or the layout is wrong."
                     : obs.gpus_idle()           ? " in the model, but your GPUs are not busy all the time (below)."

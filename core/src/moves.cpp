@@ -143,6 +143,14 @@ bool set_zero(Scenario& s, int stage, Changes& ch) {
     return true;
 }
 
+bool leave_zero3(Scenario& s, Changes& ch) {
+    TrainingSetup& t = s.setup;
+    if (!runs_deepspeed_zero3(t) || t.param_offload != Offload::None) return false;
+    ch.note("zero", "3", "2", t.layout.dp * t.layout.cp > 1 ? " (16-bit weights whole on each rank)" : " (one rank: nothing was sharded)");
+    t.zero_stage = 2;
+    return true;
+}
+
 bool offload_optimizer(Scenario& s, Changes& ch) {
     TrainingSetup& t = s.setup;
     if (t.optimizer_offload != Offload::None) return false;

@@ -54,6 +54,10 @@ bool disable_nvls(Scenario& s, Changes& ch);
 bool set_precision(Scenario& s, Precision p, Changes& ch);
 bool set_optimizer(Scenario& s, OptimizerKind o, Changes& ch);
 bool set_zero(Scenario& s, int stage, Changes& ch);              // needs dp > 1 to shard anything
+// DeepSpeed ZeRO-3 down to ZeRO-2: the 16-bit weights stay whole on every rank, so no
+// per-module hooks fetch and release them (false where the run is not DeepSpeed ZeRO-3;
+// with one rank ZeRO-3 shards nothing and this costs no memory).
+bool leave_zero3(Scenario& s, Changes& ch);
 // ZeRO-Offload: optimizer step on the CPU (raises ZeRO to 1 under PP, else 2).
 bool offload_optimizer(Scenario& s, Changes& ch);
 // ZeRO-Infinity: weights too (ZeRO-3 and optimizer offload).
