@@ -134,7 +134,7 @@ std::string headline(Bottleneck b, const Scenario& s, const MemoryBreakdown& m, 
                 return "Compute-bound in FP32: the tensor cores sit idle (" + num(s.cluster.gpu.fp32_flops / units::TFLOPS, 1) +
                        " TFLOP/s FP32 vs " + num(s.cluster.gpu.peak_flops(NumericFormat::BF16) / units::TFLOPS, 1) + " bf16).";
             // The GPU idles while the host issues the step (time.cpp host_mb): say who holds it up.
-            if (t.host_s > 0.25 * step)
+            if (t.host_s > K::kHostWait * step)
                 return "Host-bound at " + pct(te.throughput.mfu) + " MFU: the GPU waits " + num(t.host_s, 3) + " s (" +
                        pct(t.host_s / step) + ") of each step for the host to issue its work" +
                        (t.zero3_hooks_s > 0 ? " -- DeepSpeed ZeRO-3's per-module fetch/release hooks take " + num(t.zero3_hooks_s, 3) +

@@ -53,6 +53,7 @@ struct BottleneckThresholds {
     static constexpr double kBubble = 0.15;             // pipeline bubble share
     static constexpr double kMemoryBoundCompute = 0.40; // element-wise (HBM-bound) share of compute time
     static constexpr double kLowMfu = 0.30;             // below: "the GEMMs are small or the layout is wrong"
+    static constexpr double kHostWait = 0.25;           // GPU waiting on the host's issue share: "host-bound"
     static constexpr double kIdleUtilPct = 80;          // observed utilization below this: GPUs wait
     static constexpr double kModelAgrees = 1.15;        // observed within this factor of the model: it explains the run
 };
