@@ -537,6 +537,41 @@ TEST_CASE("a GPTQ base linear launches nine dequantizing ops before its matmul, 
     CHECK(build_step_graph(s.model, s.setup).forward_only_launches[static_cast<int>(Site::Layer)] == 0);
 }
 
+TEST_CASE("stacks: eager RoPE reads and writes q and k ten times forward, a fused rotary kernel twice", "[stacks][time]") {
+    // transformers' apply_rotary_pos_emb (q * cos + rotate_half(q) * sin), per
+    // bf16 element of q and k: q * cos 2 + 2 B, the neg of one half 1 + 1, the cat
+    // 2 + 2, * sin 2 + 2, the sum 4 + 2 = 20 B; a fused kernel reads and writes
+    // once, 4 B. Llama-2-7B: q and k are 4,096 elements each per token.
+    auto rope = [](const StepGraph& g) {
+        for (const OpDef& o : g.ops)
+            if (o.role == OpRole::Rope) return o;
+        FAIL("no rope op");
+        return OpDef{};
+    };
+    const OpDef eager = rope(graph("llama-2-7b", Stack::HfPeft));
+    CHECK(eager.hbm_bytes_per_token == 20.0 * 8192);
+    // Backward by hand: grad * cos and grad * sin (4 + 4 B), the neg (2 B), the
+    // two halves' slice gradients scattered into zeros (2 x (2 + 1 + 1) B), the
+    // three gradients of q summed (2 x 6 B): 30 B, 1.5 x the forward.
+    CHECK(eager.hbm_bytes_per_token * eager.bwd_hbm_factor == 30.0 * 8192);
+    // flash-attn's rotary (whyNLP/tinyllama TINY_FUSED_ROTARY), Unsloth's Triton
+    // kernel, Megatron-Core's fusion: one pass each way.
+    for (Stack st : {Stack::HfFused, Stack::Unsloth, Stack::MegatronCore}) {
+        CAPTURE(to_string(st));
+        CHECK(rope(graph("llama-2-7b", st)).hbm_bytes_per_token == 4.0 * 8192);
+    }
+    // The launches follow the same convention: fourteen eager (two cos / sin
+    // gathers and casts, five ops per tensor), two fused.
+    TrainingSetup t;
+    t.stack = Stack::HfPeft;
+    const ModelSpec m = tp_test::model("llama-2-7b");
+    const double eager_launches = build_step_graph(m, t).launches[static_cast<int>(Site::Layer)];
+    t.stack = Stack::HfFused;
+    const StepGraph fused = build_step_graph(m, t);
+    // hf-fused also fuses the RMSNorm (1 launch, not 8, twice per layer).
+    CHECK(eager_launches - fused.launches[static_cast<int>(Site::Layer)] == (14 - 2) + 2 * (8 - 1));
+}
+
 TEST_CASE("optimizer in backward: one tensor's gradient is resident, not the model's (torchtune optimizer_in_bwd)", "[stacks][memory]") {
     // Llama-3-8B pure bf16 (torchtune's single-device full fine-tune): gradients are 2 B
     // per parameter. Without the hook: 8,030,261,248 x 2 B = 16.06 GB. With it each

@@ -177,7 +177,7 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::MlpNorm:
         case OpRole::PostMlpNorm:
         case OpRole::FinalNorm: return eager_rmsnorm(m, sc) ? 8 : 1;
-        case OpRole::Rope: return eager ? 14 : 2;
+        case OpRole::Rope: return eager && !sc.fused_rope ? 14 : 2;
         case OpRole::AttnLayoutCopies: return 4;  // q, k, v into the kernel's layout, the output back
         case OpRole::AttnScores: return 3;
         case OpRole::AttnSoftmax: return sc.attn_softmax_fp32 && t.precision != Precision::FP32 ? 2 : 1;
@@ -425,8 +425,22 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     const int q = b.tensor("q", qd, a, TP);
     const int k = b.tensor("k", kvd, a, TP);
     const int v = b.tensor("v", kvd, a, TP);
-    if (m.position == PositionKind::RoPE)
-        b.elementwise("rope", OpRole::Rope, OpKind::Elementwise, TP, 2 * (qd + kvd) * a, {});  // saves only cos/sin tables
+    if (m.position == PositionKind::RoPE) {
+        // A fused rotary kernel (Transformer Engine, flash-attn's rotary, Triton:
+        // [stack.*] fused_rope) reads q and k once and writes them once. Eager model code runs
+        // transformers' apply_rotary_pos_emb as separate kernels, per element of
+        // q and k: x * cos (read and write a), rotate_half's neg on one half (a/2
+        // each way) and cat (a each way), * sin (a each way), the sum (read 2a,
+        // write a): 10a forward, the five launches forward_launches counts per
+        // tensor. Autograd's backward: grad * cos and grad * sin (2a each), the
+        // neg (a), the two half-slices' gradients scattered into zeros of the full
+        // size (slice_backward: write a, copy a/2 each way, twice: 4a) and the
+        // three gradients of x summed (two adds of 3a): 15a, 1.5 x the forward.
+        // Saves only the cos / sin tables.
+        const bool kernel = fused || sc.fused_rope;
+        OpDef& rope = b.elementwise("rope", OpRole::Rope, OpKind::Elementwise, TP, (kernel ? 2 : 10) * (qd + kvd) * a, {});
+        if (!kernel) rope.bwd_hbm_factor = 1.5;
+    }
     int ctx = -1;
     if (fused_attention_runs(t)) {
         // FlashAttention keeps Q, K, V, the output and one fp32 log-sum-exp per
