@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "trainplan/app/intervals.hpp"
 #include "trainplan/intervals.hpp"
+#include "trainplan/opgraph.hpp"
 #include "trainplan/app/format.hpp"
 #include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
@@ -187,7 +188,8 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
                        th.model_tflops_per_gpu, th.hardware_tflops_per_gpu, th.peak_flops / units::TFLOPS, 100 * th.mfu, 100 * th.hfu);
     out << "  (model FLOPs per token = 6 x matmul parameters + 12 L h s attention, PaLM convention"
         << (s.setup.method == Method::Full ? "" : ", N = the base model's, also under LoRA / QLoRA")
-        << "; HFU counts the FLOPs executed: recompute added"
+        << "; HFU counts the FLOPs executed: "
+        << (fused_attention_runs(s.setup) ? "causal attention as the fused kernel runs it, " : "") << "recompute added"
         << (s.setup.method == Method::Full ? "" : ", frozen weights' gradient GEMMs removed, adapter GEMMs added") << ")\n";
     if (s.cluster.num_gpus > 1)
         out << fmt::format("Scaling efficiency: {:.0f} % of linear (per-GPU work {} vs step {})\n", 100 * te.scaling_efficiency,

@@ -118,11 +118,13 @@ TEST_CASE("LoRA hardware FLOPs leave out the frozen weights' gradient GEMMs", "[
     // d_out) each): 16 x (4 x 8192 + 3 x 15104) = 1,249,280 per layer, 39,976,960 in all.
     // Executed per token: forward 2N, input gradient 2N, no weight gradient for the
     // frozen base; the adapters 6 per parameter. MFU's 6N convention counts 2N more
-    // and no adapters: model - hardware = 2N - 6 N_adapter.
+    // and no adapters: model - hardware = 2N - 6 N_adapter. Eager attention computes
+    // every query-key pair, the convention's 12 L q s.
     Scenario s = scenario("llama-2-7b", Recompute::None);
     s.setup.method = Method::LoRA;
     s.setup.lora.rank = 16;
     s.setup.lora.targets = kLoraAll;
+    s.setup.flash_attention = false;
     const Throughput th = estimate_time(s).throughput;
     CHECK(th.model_flops_per_token - th.hardware_flops_per_token == Approx(2.0 * 6607077376.0 - 6.0 * 39976960.0).epsilon(1e-9));
     CHECK(th.hfu < th.mfu);
@@ -130,6 +132,29 @@ TEST_CASE("LoRA hardware FLOPs leave out the frozen weights' gradient GEMMs", "[
     s.setup.method = Method::Full;
     const Throughput tf = estimate_time(s).throughput;
     CHECK(tf.hardware_flops_per_token == Approx(tf.model_flops_per_token).epsilon(1e-12));
+    // FlashAttention skips the causally masked half of the pairs and its backward
+    // recomputes the scores (5 matmuls to the forward's 2): (4 + 10) / 2 = 7 FLOPs per
+    // pair and head dimension where the convention counts 12. Llama-2-7B at 2,048
+    // tokens: 12 x 32 x 4096 x 2048 = 3,221,225,472 per token, 5/12 of it not run.
+    s.setup.flash_attention = true;
+    const Throughput fa = estimate_time(s).throughput;
+    CHECK(fa.model_flops_per_token - fa.hardware_flops_per_token == Approx(1342177280.0).epsilon(1e-9));
+    // Full recompute runs the causal forward again: 4 of the 12, halved.
+    s.setup.recompute = Recompute::Full;
+    const Throughput fr = estimate_time(s).throughput;
+    CHECK(fr.hardware_flops_per_token - fa.hardware_flops_per_token ==
+          Approx((tf.model_flops_per_token - 3221225472.0) / 3.0 + 3221225472.0 / 3.0 / 2.0).epsilon(1e-9));
+}
+
+TEST_CASE("HFU stays below 100 % at long context: causal attention counted as the kernel runs it", "[recompute][time]") {
+    // EasyContext's Llama-2-7B at 512,000 tokens over 8 x A100 (ring attention): the
+    // PaLM convention's attention term, 12 x 32 x 4096 x 512000 = 8.05e11 FLOPs per
+    // token, is 20 x the 6N of the weights; counted as executed FLOPs it put HFU at 102 %.
+    const auto j = tp_test::cli_json("simulate", {"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "8", "--cp", "8", "--zero", "3",
+                                                  "--offload-params", "cpu", "--offload-optimizer", "cpu", "--recompute", "full",
+                                                  "--stack", "generic-eager", "--seq-len", "512000", "--micro-batch", "1"});
+    CHECK(j["throughput"]["hfu"].get<double>() < 1.0);
+    CHECK(j["throughput"]["hfu"].get<double>() < j["throughput"]["mfu"].get<double>());
 }
 
 TEST_CASE("GPTQ bases: auto-gptq's torch dequantization per forward", "[recompute][qlora][time]") {

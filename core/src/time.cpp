@@ -695,7 +695,8 @@ void throughput_terms(const TimeContext& c, TimeEstimate& est) {
     th.model_flops_per_token = model_flops_per_token(m, t.seq_len);
     // MFU keeps the 6N + 12 L h s convention (PaLM Appendix B) for every method:
     // under LoRA / QLoRA N is the base model's matmul parameters, as fine-tuning
-    // reports quote it. Hardware FLOPs are the FLOPs executed: frozen base weights
+    // reports quote it. Hardware FLOPs are the FLOPs executed: attention as its
+    // kernel runs it (below), frozen base weights
     // have no weight-gradient GEMM (2 of the 6 FLOPs per parameter), the adapters'
     // GEMMs run forward, input- and weight-gradient; and what recompute repeats:
     // the forward of the recomputed layers (full), or the ops the graph marks
@@ -707,16 +708,28 @@ void throughput_terms(const TimeContext& c, TimeEstimate& est) {
         if ((o.kind == OpKind::Gemm || o.kind == OpKind::Router) && !o.trainable_weight) frozen_wgrad += n * o.flops_per_token;
         if (o.kind == OpKind::LoraGemm) adapters_fwd += n * o.flops_per_token;
     }
+    // Attention as its kernels execute it. The convention's 12 L q s counts every
+    // query-key pair's score and value matmuls, forward 4 FLOPs per pair and head
+    // dimension, backward 8. A fused kernel skips the causally masked half of the
+    // blocks and its backward recomputes the scores, 5 matmuls to the forward's 2
+    // (Dao 2023; the 0.5 and 2.5 x of the time model above): (4 + 10) / 2 = 7 of
+    // the 12. Eager attention computes every pair, masked ones included: the 12.
+    const bool fused = fused_attention_runs(t);
+    const double attn_model = 12.0 * Lm * static_cast<double>(m.q_dim()) * sq;
+    const double attn_fwd = attn_model / 3.0 * (fused ? 0.5 : 1.0);  // what a recomputed forward runs again
+    const double attn_executed = fused ? attn_model * 7.0 / 12.0 : attn_model;
+    const double sq_executed = fused ? 0.5 : 1.0;  // per-pair FLOPs the graph counts before causal savings
     double recompute_flops = 0;
     if (t.recompute == Recompute::Full) {
         const double share = c.max_layers > 0 ? static_cast<double>(recompute_layers(t, c.max_layers).recomputed) / c.max_layers : 1.0;
-        recompute_flops = share * (th.model_flops_per_token / 3.0 + adapters_fwd);
+        recompute_flops = share * ((th.model_flops_per_token - attn_model) / 3.0 + attn_fwd + adapters_fwd);
     } else if (t.recompute == Recompute::Selective) {
-        recompute_flops = c.g.selective_flops_per_token_sq * Lm * sq;
+        recompute_flops = c.g.selective_flops_per_token_sq * Lm * sq * sq_executed;
     } else if (t.recompute == Recompute::PerOp) {
-        recompute_flops = (c.g.per_op_flops_per_token + c.g.per_op_flops_per_token_sq * sq) * Lm;
+        recompute_flops = (c.g.per_op_flops_per_token + c.g.per_op_flops_per_token_sq * sq * sq_executed) * Lm;
     }
-    th.hardware_flops_per_token = th.model_flops_per_token - frozen_wgrad + 3.0 * adapters_fwd + recompute_flops;
+    th.hardware_flops_per_token =
+        th.model_flops_per_token - attn_model + attn_executed - frozen_wgrad + 3.0 * adapters_fwd + recompute_flops;
     th.peak_flops = c.hw.peak;
     const double gpus = c.s.cluster.num_gpus;
     th.model_tflops_per_gpu = th.model_flops_per_token * th.tokens_per_s / gpus / units::TFLOPS;
