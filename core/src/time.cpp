@@ -36,9 +36,15 @@ double model_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
                                 (m.is_moe() ? static_cast<double>(m.moe.top_k) * static_cast<double>(mlp_params(m, m.moe.expert_ffn)) : 0.0);
     const double matmul = static_cast<double>(m.num_layers) * layer_active + static_cast<double>(m.vocab * m.hidden);
     // 6 FLOPs per parameter per token (forward 2, backward 4; Kaplan et al. 2020)
-    // + attention 12 L (n_heads d_head) s, without causal savings (Chowdhery et
-    // al. 2022, PaLM, Appendix B).
-    return 6.0 * matmul + 12.0 * static_cast<double>(m.num_layers) * static_cast<double>(m.q_dim()) * static_cast<double>(seq_len);
+    // + attention.
+    return 6.0 * matmul + attention_model_flops_per_token(m, seq_len);
+}
+
+double attention_model_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+    // 12 L (n_heads d_head) s, without causal savings (Chowdhery et al. 2022, PaLM,
+    // Appendix B): the score and value matmuls of every query-key pair, forward 4
+    // FLOPs per pair and head dimension, backward 8.
+    return 12.0 * static_cast<double>(m.num_layers) * static_cast<double>(m.q_dim()) * static_cast<double>(seq_len);
 }
 
 bool adamw_runs_foreach(const TrainingSetup& t) {
@@ -708,14 +714,14 @@ void throughput_terms(const TimeContext& c, TimeEstimate& est) {
         if ((o.kind == OpKind::Gemm || o.kind == OpKind::Router) && !o.trainable_weight) frozen_wgrad += n * o.flops_per_token;
         if (o.kind == OpKind::LoraGemm) adapters_fwd += n * o.flops_per_token;
     }
-    // Attention as its kernels execute it. The convention's 12 L q s counts every
-    // query-key pair's score and value matmuls, forward 4 FLOPs per pair and head
-    // dimension, backward 8. A fused kernel skips the causally masked half of the
-    // blocks and its backward recomputes the scores, 5 matmuls to the forward's 2
-    // (Dao 2023; the 0.5 and 2.5 x of the time model above): (4 + 10) / 2 = 7 of
-    // the 12. Eager attention computes every pair, masked ones included: the 12.
+    // Attention as its kernels execute it. The convention's term counts every
+    // query-key pair, forward 4 FLOPs per pair and head dimension, backward 8. A
+    // fused kernel skips the causally masked half of the blocks and its backward
+    // recomputes the scores, 5 matmuls to the forward's 2 (Dao 2023; the 0.5 and
+    // 2.5 x of the time model above): (4 + 10) / 2 = 7 of the 12. Eager attention
+    // computes every pair, masked ones included: the 12.
     const bool fused = fused_attention_runs(t);
-    const double attn_model = 12.0 * Lm * static_cast<double>(m.q_dim()) * sq;
+    const double attn_model = attention_model_flops_per_token(m, t.seq_len);
     const double attn_fwd = attn_model / 3.0 * (fused ? 0.5 : 1.0);  // what a recomputed forward runs again
     const double attn_executed = fused ? attn_model * 7.0 / 12.0 : attn_model;
     const double sq_executed = fused ? 0.5 : 1.0;  // per-pair FLOPs the graph counts before causal savings

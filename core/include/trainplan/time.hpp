@@ -107,6 +107,8 @@ struct TimeEstimate {
 // Model FLOPs per token: 6 x matmul parameters (incl. LM head) + 12 L h s
 // (attention scores and values, counted without causal savings as PaLM does).
 [[nodiscard]] double model_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+// Its attention term alone: 12 L (n_heads d_head) s.
+[[nodiscard]] double attention_model_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 // AdamW runs as torch.optim.AdamW's multi-tensor (foreach) path, one memory pass
 // per _foreach op, rather than one fused kernel: the stack's convention
 // (data/defaults.toml [stack.*] optimizer_foreach), except under framework
