@@ -167,6 +167,10 @@ double forward_only_launches(const OpDef& o, const StackConventions& sc, const T
 // ([stack.*] norm_saved_bytes > 0), not one fused kernel (Apex, flash-attn, TE).
 bool eager_rmsnorm(const ModelSpec& m, const StackConventions& sc) { return m.norm == NormKind::RMSNorm && sc.norm_saved_bytes > 0; }
 
+// The rotary embedding runs as one kernel per tensor: with the stack's other fused
+// element-wise ops, or on its own ([stack.*] fused_rope).
+bool rope_kernel(const StackConventions& sc) { return sc.fused_elementwise || sc.fused_rope; }
+
 double forward_launches(const OpDef& o, const StackConventions& sc, const ModelSpec& m, const TrainingSetup& t) {
     const bool eager = !sc.fused_elementwise;
     switch (o.role) {
@@ -177,7 +181,7 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::MlpNorm:
         case OpRole::PostMlpNorm:
         case OpRole::FinalNorm: return eager_rmsnorm(m, sc) ? 8 : 1;
-        case OpRole::Rope: return eager && !sc.fused_rope ? 14 : 2;
+        case OpRole::Rope: return rope_kernel(sc) ? 2 : 14;
         case OpRole::AttnLayoutCopies: return 4;  // q, k, v into the kernel's layout, the output back
         case OpRole::AttnScores: return 3;
         case OpRole::AttnSoftmax: return sc.attn_softmax_fp32 && t.precision != Precision::FP32 ? 2 : 1;
@@ -437,7 +441,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // size (slice_backward: write a, copy a/2 each way, twice: 4a) and the
         // three gradients of x summed (two adds of 3a): 15a, 1.5 x the forward.
         // Saves only the cos / sin tables.
-        const bool kernel = fused || sc.fused_rope;
+        const bool kernel = rope_kernel(sc);
         OpDef& rope = b.elementwise("rope", OpRole::Rope, OpKind::Elementwise, TP, (kernel ? 2 : 10) * (qd + kvd) * a, {});
         if (!kernel) rope.bwd_hbm_factor = 1.5;
     }

@@ -54,6 +54,19 @@ bool adamw_runs_foreach(const TrainingSetup& t) {
 
 namespace {
 
+// How an attention kernel runs a layer's score and value matmuls: the share of
+// the query-key pairs it computes and its backward's matmul work as a multiple of
+// the forward's. FlashAttention skips the causally masked half of the blocks and
+// its backward recomputes the scores, 5 matmuls to the forward's 2 (Dao 2023).
+// Eager attention computes every pair, the masked ones too, and its backward two
+// matmuls per forward one (the gradients of both operands).
+struct AttnExecution {
+    double causal_share;
+    double backward_matmuls;
+};
+constexpr AttnExecution kFusedAttention{0.5, 2.5};
+constexpr AttnExecution kEagerAttention{1.0, 2.0};
+
 struct Hw {
     double peak = 0;       // dense peak for the compute format
     double attn_peak = 0;  // attention runs in 16-bit even under fp8
@@ -197,11 +210,9 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
             break;
         }
         case OpKind::FlashAttention: {
-            // Causal masking: FlashAttention skips the masked half of the blocks.
-            const double flops = o.flops_per_token_sq * sq * tokens / tp * 0.5;
+            const double flops = o.flops_per_token_sq * sq * tokens / tp * kFusedAttention.causal_share;
             fwd = flops / (hw.attn_peak * hw.eff.attention_fwd) + hw.eff.kernel_overhead_s;
-            // Backward does 2.5x the forward matmul work (5 GEMMs vs 2; Dao 2023).
-            bwd = 2.5 * flops / (hw.attn_peak * hw.eff.attention_bwd) + hw.eff.kernel_overhead_s;
+            bwd = kFusedAttention.backward_matmuls * flops / (hw.attn_peak * hw.eff.attention_bwd) + hw.eff.kernel_overhead_s;
             break;
         }
         case OpKind::AttentionScores:
@@ -210,7 +221,7 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
             const double heads = static_cast<double>(m.num_heads) / tp * static_cast<double>(t.micro_batch);
             const double d = static_cast<double>(m.head_dim);
             fwd = heads * (gemm_s(sq, sq, d, a, hw) - hw.eff.kernel_overhead_s) + hw.eff.kernel_overhead_s;
-            bwd = 2 * fwd;
+            bwd = kEagerAttention.backward_matmuls * fwd;
             break;
         }
         case OpKind::Lookup:
@@ -708,27 +719,30 @@ void throughput_terms(const TimeContext& c, TimeEstimate& est) {
     // the forward of the recomputed layers (full), or the ops the graph marks
     // (selective: attention; per-op: every other matmul and the memory-bound ops).
     const double Lm = static_cast<double>(m.num_layers), sq = static_cast<double>(t.seq_len);
-    double frozen_wgrad = 0, adapters_fwd = 0;
+    // (layer_fwd: the matmuls full recompute runs again, the checkpointed layers'
+    // own and their adapters'; the embedding and the LM head are outside them.)
+    double frozen_wgrad = 0, adapters_fwd = 0, layer_fwd = 0;
     for (const OpDef& o : c.g.ops) {
-        const double n = o.site == Site::Layer ? Lm : 1.0;
-        if ((o.kind == OpKind::Gemm || o.kind == OpKind::Router) && !o.trainable_weight) frozen_wgrad += n * o.flops_per_token;
+        const bool layer = o.site == Site::Layer;
+        const double n = layer ? Lm : 1.0;
+        const bool matmul = o.kind == OpKind::Gemm || o.kind == OpKind::Router;
+        if (matmul && !o.trainable_weight) frozen_wgrad += n * o.flops_per_token;
         if (o.kind == OpKind::LoraGemm) adapters_fwd += n * o.flops_per_token;
+        if (layer && (matmul || o.kind == OpKind::LoraGemm)) layer_fwd += n * o.flops_per_token;
     }
-    // Attention as its kernels execute it. The convention's term counts every
-    // query-key pair, forward 4 FLOPs per pair and head dimension, backward 8. A
-    // fused kernel skips the causally masked half of the blocks and its backward
-    // recomputes the scores, 5 matmuls to the forward's 2 (Dao 2023; the 0.5 and
-    // 2.5 x of the time model above): (4 + 10) / 2 = 7 of the 12. Eager attention
-    // computes every pair, masked ones included: the 12.
-    const bool fused = fused_attention_runs(t);
+    // Attention as its kernels execute it (kFusedAttention / kEagerAttention, the
+    // same figures the time model above runs): the convention's term counts every
+    // query-key pair, forward 4 FLOPs per pair and head dimension, backward 8; a
+    // fused kernel runs (4 + 10) / 2 = 7 of the 12, eager attention all 12.
+    const AttnExecution& kernel = fused_attention_runs(t) ? kFusedAttention : kEagerAttention;
     const double attn_model = attention_model_flops_per_token(m, t.seq_len);
-    const double attn_fwd = attn_model / 3.0 * (fused ? 0.5 : 1.0);  // what a recomputed forward runs again
-    const double attn_executed = fused ? attn_model * 7.0 / 12.0 : attn_model;
-    const double sq_executed = fused ? 0.5 : 1.0;  // per-pair FLOPs the graph counts before causal savings
+    const double attn_fwd = attn_model / 3.0 * kernel.causal_share;  // what a recomputed forward runs again
+    const double attn_executed = attn_fwd * (1.0 + kernel.backward_matmuls);
+    const double sq_executed = kernel.causal_share;  // per-pair FLOPs the graph counts before causal savings
     double recompute_flops = 0;
     if (t.recompute == Recompute::Full) {
         const double share = c.max_layers > 0 ? static_cast<double>(recompute_layers(t, c.max_layers).recomputed) / c.max_layers : 1.0;
-        recompute_flops = share * ((th.model_flops_per_token - attn_model) / 3.0 + attn_fwd + adapters_fwd);
+        recompute_flops = share * (layer_fwd + attn_fwd);
     } else if (t.recompute == Recompute::Selective) {
         recompute_flops = c.g.selective_flops_per_token_sq * Lm * sq * sq_executed;
     } else if (t.recompute == Recompute::PerOp) {
