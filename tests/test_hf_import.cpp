@@ -10,6 +10,7 @@ TEST_CASE("config.json of several families gives the published parameter counts"
         {"llama-2-7b.config.json", 6'738'415'616},     // Touvron et al. 2023
         {"mixtral-8x7b.config.json", 46'702'792'704},  // Mistral AI model card
         {"qwen2.5-7b.config.json", 7'615'616'512},     // Qwen2.5 model card ("7.61B")
+        {"qwen3-8b.config.json", 8'190'735'360},      // Qwen3 model card ("8.2B", 6.95B non-embedding); QK-norm included
         {"gpt2.config.json", 124'439'808},             // GPT-2 small, tied embeddings
     }));
     CAPTURE(file);
@@ -24,4 +25,18 @@ TEST_CASE("fit accepts a config.json as MODEL", "[hf][cli]") {
     const auto r = tp_test::cli({"fit", tp_test::data("hf/llama-2-7b.config.json"), "--gpu", "rtx-4090"});
     CHECK(r.code == 1);
     CHECK(r.out.find("weights            13.48 GB") != std::string::npos);
+}
+
+TEST_CASE("a Qwen3 config.json turns on the per-head QK RMSNorm", "[hf]") {
+    // transformers' Qwen3Attention: q_norm and k_norm = Qwen3RMSNorm(head_dim), one
+    // 128-wide scale each per layer; the config has no key for them, model_type says it.
+    std::string text, why;
+    REQUIRE(trainplan::app::read_text_file(tp_test::data("hf/qwen3-8b.config.json"), text, why));
+    auto m = parse_hf_config(text, "qwen3-8b.config.json", "qwen3-8b.config.json");
+    REQUIRE(m);
+    CHECK(m->qk_norm);
+    CHECK(count_params(*m).layer_norms == 2 * 4096 + 2 * 128);
+    // The model card's non-embedding count, 6.95B: 36 layers of
+    // 4096 x (4096 + 2 x 1024 + 4096) + 3 x 4096 x 12288 + 8,448 norm weights, and the final norm.
+    CHECK(count_params(*m).non_embedding == 36LL * (4096LL * 10240 + 3LL * 4096 * 12288 + 8448) + 4096);
 }

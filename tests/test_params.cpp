@@ -17,6 +17,8 @@ TEST_CASE("parameter counts of the reference models are exact", "[params]") {
         {"mistral-7b", 7'241'732'096},
         {"mixtral-8x7b", 46'702'792'704},
         {"qwen2.5-7b", 7'615'616'512},
+        {"qwen3-8b", 8'190'735'360},
+        {"qwen3-32b", 32'762'123'264},
         {"gpt3-175b", 174'604'259'328},
     }));
     CAPTURE(name);

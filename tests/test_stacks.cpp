@@ -1092,3 +1092,30 @@ TEST_CASE("stacks: Megatron-LM's legacy model code: Apex norms, eager SwiGLU, an
     // Eager element-wise ops cost time: the legacy step is slower than Megatron-Core's.
     CHECK(step(Stack::MegatronLegacy, Recompute::None) > step(Stack::MegatronCore, Recompute::None));
 }
+
+TEST_CASE("QK-norm: an eager per-head RMSNorm on q and k keeps an fp32 copy of each and launches eight kernels apiece", "[stacks][memory][time]") {
+    // Qwen3-8B under transformers (hf-peft): Qwen3RMSNorm on q (32 x 128 = 4,096
+    // elements per token) and k (8 x 128 = 1,024), with the same ops as the layer
+    // norms: x.float() kept for backward (4 B each), eight launches. Turning it
+    // off leaves everything else the same, so the differences are the norms alone.
+    ModelSpec m = tp_test::model("qwen3-8b");
+    REQUIRE(m.qk_norm);
+    TrainingSetup t;
+    t.stack = Stack::HfPeft;
+    t.recompute = Recompute::None;
+    const StepGraph with = build_step_graph(m, t);
+    m.qk_norm = false;
+    const StepGraph without = build_step_graph(m, t);
+    const int L = static_cast<int>(Site::Layer);
+    CHECK(with.launches[L] - without.launches[L] == 2 * 8);
+    const double s = 4096, b = 1;
+    CHECK(with.stored_none.bytes(s, b, 1, false) - without.stored_none.bytes(s, b, 1, false) == Approx(s * (4096 + 1024) * 4.0));
+    // A fused stack runs each as one kernel and keeps the 16-bit input.
+    m.qk_norm = true;
+    t.stack = Stack::MegatronCore;
+    const StepGraph fused = build_step_graph(m, t);
+    m.qk_norm = false;
+    const StepGraph fused_without = build_step_graph(m, t);
+    CHECK(fused.launches[L] - fused_without.launches[L] == 2);
+    CHECK(fused.stored_none.bytes(s, b, 1, false) - fused_without.stored_none.bytes(s, b, 1, false) == Approx(s * (4096 + 1024) * 2.0));
+}

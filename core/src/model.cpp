@@ -28,7 +28,7 @@ ParamCounts count_params(const ModelSpec& m) {
     } else {
         c.mlp = mlp_params(m, m.ffn);
     }
-    c.layer_norms = m.norms_per_layer * norm_params;
+    c.layer_norms = m.norms_per_layer * norm_params + (m.qk_norm ? 2 * m.head_dim : 0);
     c.per_layer = c.attention + c.mlp + c.experts + c.shared_experts + c.router + c.layer_norms;
 
     c.embedding = m.vocab * h + (m.embedding_norm ? 2 * h : 0);

@@ -180,6 +180,7 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::PostAttnNorm:
         case OpRole::MlpNorm:
         case OpRole::PostMlpNorm:
+        case OpRole::QkNorm:
         case OpRole::FinalNorm: return eager_rmsnorm(m, sc) ? 8 : 1;
         case OpRole::Rope: return rope_kernel(sc) ? 2 : 14;
         case OpRole::AttnLayoutCopies: return 4;  // q, k, v into the kernel's layout, the output back
@@ -425,6 +426,20 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         if (adapted(kLoraQ)) lora_adapter(b, "q_proj", t, n1, h, qd, R, a, 1, ShardClass::Dense);
         if (adapted(kLoraK)) lora_adapter(b, "k_proj", t, n1, h, kvd, R, a, 1, ShardClass::Dense);
         if (adapted(kLoraV)) lora_adapter(b, "v_proj", t, n1, h, kvd, R, a, 1, ShardClass::Dense);
+    }
+    if (m.qk_norm) {
+        // QK-norm (ModelSpec::qk_norm): the stack's RMSNorm over every head of q
+        // and of k, between the projections and RoPE, with the main norms'
+        // conventions per element (an eager norm keeps an fp32 copy of its
+        // input; its traffic and launches are those of a norm over h, on qd and
+        // kvd elements). Its output feeds RoPE, which keeps only its tables.
+        const double per_elem = norm_bytes / h;
+        const int qn = b.tensor("q_norm_in", qd, norm_in_bytes, TP);
+        Builder::owns(b.elementwise("q_norm", OpRole::QkNorm, OpKind::Norm, TP, per_elem * qd, {qn}), static_cast<double>(m.head_dim),
+                      base_trained, ShardClass::Norm, false);
+        const int kn = b.tensor("k_norm_in", kvd, norm_in_bytes, TP);
+        Builder::owns(b.elementwise("k_norm", OpRole::QkNorm, OpKind::Norm, TP, per_elem * kvd, {kn}), static_cast<double>(m.head_dim),
+                      base_trained, ShardClass::Norm, false);
     }
     const int q = b.tensor("q", qd, a, TP);
     const int k = b.tensor("k", kvd, a, TP);

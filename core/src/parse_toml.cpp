@@ -75,6 +75,7 @@ void read_model_keys(TomlReader& r, ModelSpec& m, std::vector<Diagnostic>& errs,
     if (auto v = r.boolean("packed_qkv")) m.packed_qkv = *v;
     if (auto v = r.boolean("out_bias")) m.out_bias = *v;
     if (auto v = r.boolean("mlp_bias")) m.mlp_bias = *v;
+    if (auto v = r.boolean("qk_norm")) m.qk_norm = *v;
     if (auto v = r.boolean("lm_head_bias")) m.lm_head_bias = *v;
     if (auto v = r.boolean("tied_embeddings")) m.tied_embeddings = *v;
     if (auto v = r.choice<PositionKind>("position", parse_enum<PositionKind>, enum_table<PositionKind>().allowed().c_str())) m.position = *v;

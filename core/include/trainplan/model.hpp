@@ -49,6 +49,10 @@ struct ModelSpec {
     bool packed_qkv = false;
     bool out_bias = false;
     bool mlp_bias = false;
+    // An RMSNorm over each attention head of q and of k, after the projections and
+    // before RoPE (QK-norm: transformers' modeling_qwen3.py Qwen3Attention, q_norm and
+    // k_norm = Qwen3RMSNorm(head_dim); Gemma 3 the same): one head_dim-wide scale each.
+    bool qk_norm = false;
     bool tied_embeddings = false;
     PositionKind position = PositionKind::RoPE;
     bool parallel_block = false;

@@ -38,7 +38,7 @@ enum class Site { First, Layer, Last };
 // What an op is. Memory and time key on these, never on names.
 enum class OpRole {
     Embedding, PositionEmbedding, EmbeddingNorm, EmbeddingDropout,
-    AttnNorm, QProj, KProj, VProj, QkvProj, Rope,
+    AttnNorm, QProj, KProj, VProj, QkvProj, QkNorm, Rope,
     FlashAttention, AttnLayoutCopies, AttnScores, AttnSoftmax, AttnDropout, AttnValues,
     OProj, PostAttnNorm, AttnOutDropout, AttnResidualAdd,
     MlpNorm, GateUpProj, UpProj, ActFn, ActMul, DownProj,
