@@ -11,6 +11,7 @@ TEST_CASE("config.json of several families gives the published parameter counts"
         {"mixtral-8x7b.config.json", 46'702'792'704},  // Mistral AI model card
         {"qwen2.5-7b.config.json", 7'615'616'512},     // Qwen2.5 model card ("7.61B")
         {"qwen3-8b.config.json", 8'190'735'360},      // Qwen3 model card ("8.2B", 6.95B non-embedding); QK-norm included
+        {"gemma-2-9b.config.json", 9'241'705'984},   // Gemma Team 2024, Table 1: 917,504,000 embedding + 8,324,201,984 non-embedding
         {"gpt2.config.json", 124'439'808},             // GPT-2 small, tied embeddings
     }));
     CAPTURE(file);
@@ -39,4 +40,14 @@ TEST_CASE("a Qwen3 config.json turns on the per-head QK RMSNorm", "[hf]") {
     // The model card's non-embedding count, 6.95B: 36 layers of
     // 4096 x (4096 + 2 x 1024 + 4096) + 3 x 4096 x 12288 + 8,448 norm weights, and the final norm.
     CHECK(count_params(*m).non_embedding == 36LL * (4096LL * 10240 + 3LL * 4096 * 12288 + 8448) + 4096);
+}
+
+TEST_CASE("a Gemma 2 config.json carries its logit soft-caps", "[hf]") {
+    std::string text, why;
+    REQUIRE(trainplan::app::read_text_file(tp_test::data("hf/gemma-2-9b.config.json"), text, why));
+    auto m = parse_hf_config(text, "gemma-2-9b.config.json", "gemma-2-9b.config.json");
+    REQUIRE(m);
+    CHECK(m->final_logit_softcap == 30.0);
+    CHECK(m->attn_logit_softcap == 50.0);
+    CHECK_FALSE(m->qk_norm);
 }

@@ -1119,3 +1119,35 @@ TEST_CASE("QK-norm: an eager per-head RMSNorm on q and k keeps an fp32 copy of e
     CHECK(fused.launches[L] - fused_without.launches[L] == 2);
     CHECK(fused.stored_none.bytes(s, b, 1, false) - fused_without.stored_none.bytes(s, b, 1, false) == Approx(s * (4096 + 1024) * 2.0));
 }
+
+TEST_CASE("logit soft-capping: model code keeps tanh's 16-bit output, a loss kernel that caps inside keeps nothing", "[stacks][memory]") {
+    // Gemma-2-9B (vocabulary 256,000; 16 heads): transformers' Gemma2ForCausalLM runs
+    // logits / 30, tanh, * 30 on the 16-bit logits and tanh keeps its output for
+    // backward: 2 B per logit beside the loss's copies, 512,000 B per token. Unsloth's
+    // fast_cross_entropy_loss(logit_softcapping=30) caps inside its kernel.
+    ModelSpec m = tp_test::model("gemma-2-9b");
+    REQUIRE(m.final_logit_softcap == 30.0);
+    TrainingSetup t;
+    t.stack = Stack::HfPeft;
+    t.flash_attention = false;
+    t.recompute = Recompute::None;
+    const StepGraph capped = build_step_graph(m, t);
+    ModelSpec plain = m;
+    plain.final_logit_softcap = 0;
+    plain.attn_logit_softcap = 0;
+    const StepGraph uncapped = build_step_graph(plain, t);
+    const double s = 4096, b = 1;
+    CHECK(capped.logits.bytes(s, b, 1, false) - uncapped.logits.bytes(s, b, 1, false) == Approx(s * 256000 * 2.0));
+    // Eager attention (the implementation transformers recommends for training
+    // Gemma 2) caps every score the same way: tanh's output, 16 heads x s x s x 2 B
+    // per layer (537 MB at 4,096 tokens), and three more launches.
+    CHECK(capped.stored_none.bytes(s, b, 1, false) - uncapped.stored_none.bytes(s, b, 1, false) == Approx(16 * s * s * 2.0));
+    const int L = static_cast<int>(Site::Layer), last = static_cast<int>(Site::Last);
+    CHECK(capped.launches[L] - uncapped.launches[L] == 3);
+    CHECK(capped.launches[last] - uncapped.launches[last] == 3);
+    // Flash attention caps inside its kernel; Unsloth's loss caps inside its kernel.
+    t.flash_attention = true;
+    CHECK(build_step_graph(m, t).stored_none.bytes(s, b, 1, false) == Approx(build_step_graph(plain, t).stored_none.bytes(s, b, 1, false)));
+    t.stack = Stack::Unsloth;
+    CHECK(build_step_graph(m, t).logits.bytes(s, b, 1, false) == Approx(build_step_graph(plain, t).logits.bytes(s, b, 1, false)));
+}

@@ -92,13 +92,19 @@ std::string describe_setup(const Scenario& s) {
     if (p.sequence_parallel) line += " +SP";
     // The stack's kernel and memory conventions (data/defaults.toml [stack.*]).
     const StackConventions& sc = policy().stack(t.stack);
+    std::string loss = loss_copies(s.model, t).description;
+    if (s.model.final_logit_softcap > 0)
+        loss += sc.loss_fuses_softcap ? ", logit soft-cap inside the loss kernel"
+                                      : ", soft-capped logits in model code (tanh output kept: 16-bit)";
+    std::string attention = attention_run(t);
+    if (s.model.attn_logit_softcap > 0 && !fused_attention_runs(t)) attention += ", soft-capped scores (tanh output kept)";
     line += fmt::format("\n  assumes: stack {}: loss {}; norms {}; {}; attention {}; allocator {}", to_string(t.stack),
-                        loss_copies(s.model, t).description,
+                        loss,
                         sc.norms,
                         swiglu_kernel(t) == SwigluKernel::PackedFused && !sc.fused_swiglu
                             ? "eager element-wise kernels; packed fused SwiGLU (DeepSpeed's flat buffer makes gate / up one storage)"
                             : sc.elementwise,
-                        attention_run(t), sc.allocator);
+                        attention, sc.allocator);
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
     // DeepSpeed ZeRO-1/2 reduce their gradient buckets with all-reduces, overlapped
     // with backward only under overlap_comm (time.cpp data_parallel_terms).

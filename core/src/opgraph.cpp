@@ -185,6 +185,8 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::Rope: return rope_kernel(sc) ? 2 : 14;
         case OpRole::AttnLayoutCopies: return 4;  // q, k, v into the kernel's layout, the output back
         case OpRole::AttnScores: return 3;
+        case OpRole::AttnSoftcap:
+        case OpRole::LogitSoftcap: return 3;  // / cap, tanh, * cap
         case OpRole::AttnSoftmax: return sc.attn_softmax_fp32 && t.precision != Precision::FP32 ? 2 : 1;
         case OpRole::ActMul: return swiglu_kernel(t) != SwigluKernel::Eager ? 0 : 1;  // the fused kernel is counted at act_fn
         case OpRole::RouterTopK: return 4;                     // softmax, top-k, sum, divide
@@ -488,6 +490,20 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         OpDef& qk = b.op("attn_scores", OpRole::AttnScores, OpKind::AttentionScores, TP, {q, k});
         qk.flops_per_token_sq = 2.0 * qd;
         qk.selective_recompute = true;
+        if (m.attn_logit_softcap > 0) {
+            // Soft-capped scores in eager code (transformers Gemma2Attention: scores
+            // / cap, tanh, * cap, then the mask and softmax): three s x s passes per
+            // head, each reading and writing 16-bit; tanh keeps its output for its
+            // backward (1 - y^2), which reads it and the gradient and writes one:
+            // with the two scalar ops' 2 + 2, 7 per 6 forward. (Fused kernels cap
+            // inside: flash-attn 2.6's softcap argument.)
+            OpDef& cap = b.elementwise("attn_softcap", OpRole::AttnSoftcap, OpKind::Elementwise, TP, 0, {});
+            cap.hbm_bytes_per_token_sq = nh * 6 * a;
+            cap.bwd_hbm_factor = 7.0 / 6.0;
+            cap.selective_recompute = true;
+            const int tanh_out = b.output("attn_softcap_tanh", 0, a, TP, nh);
+            b.g.ops.back().saves.push_back(tanh_out);
+        }
         OpDef& sm = b.elementwise("attn_softmax", OpRole::AttnSoftmax, OpKind::Elementwise, TP, 0, {});
         sm.hbm_bytes_per_token_sq = nh * 2 * a;  // read the scores, write the probabilities
         sm.selective_recompute = true;
@@ -665,6 +681,19 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         Builder::owns(head, (m.tied_embeddings ? 0.0 : V * h) + bias(m.lm_head_bias, V), base_trained, ShardClass::Embedding, true);
         head.weight.module_copy = lora && t.lora.train_embeddings;
         if (m.tied_embeddings) head.weight.tied_copy = true;  // the shared matrix: copied here when pp > 1
+    }
+    if (m.final_logit_softcap > 0 && !sc.loss_fuses_softcap) {
+        // Final logit soft-capping in model code (transformers Gemma2ForCausalLM,
+        // LitGPT's do_softcapping: logits / cap, tanh, * cap, in 16-bit before any
+        // upcast): three logits-sized passes, and tanh's output kept for its
+        // backward until the loss's backward reaches it, so one more 16-bit
+        // logits copy beside the loss's. Backward 7 per 6 forward, as for the
+        // attention scores above. A loss kernel that caps inside ([stack.*]
+        // loss_fuses_softcap: Unsloth) keeps none.
+        const int tanh_out = b.tensor("logits_softcap_tanh", V, a, TP);
+        b.g.tensors.back().logits = true;
+        OpDef& cap = b.elementwise("logit_softcap", OpRole::LogitSoftcap, OpKind::Elementwise, TP, 6 * V * a, {tanh_out});
+        cap.bwd_hbm_factor = 7.0 / 6.0;
     }
     {
         // The logits-sized tensors the stack's loss keeps live at its peak:

@@ -172,6 +172,9 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         if (type == "qwen2" || type == "qwen2_moe") m.out_bias = false;
         m.mlp_bias = r.boolean("mlp_bias").value_or(false);
         if (type == "gemma2") m.norms_per_layer = 4;
+        // Gemma 2's soft-capping (null or absent: none).
+        m.final_logit_softcap = std::max(0.0, r.number("final_logit_softcapping").value_or(0.0));
+        m.attn_logit_softcap = std::max(0.0, r.number("attn_logit_softcapping").value_or(0.0));
         m.packed_qkv = type == "phi3";  // qkv_proj
         m.qk_norm = type == "qwen3" || type == "qwen3_moe";  // Qwen3Attention q_norm / k_norm
     } else if (type == "gpt2" || type == "gpt_bigcode") {

@@ -221,6 +221,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.norm_saved_bytes = r.non_negative(from("norm_saved_bytes"), sec, "norm_saved_bytes");
         c.fused_elementwise = r.boolean(from("fused_elementwise"), sec, "fused_elementwise");
         c.fused_rope = r.boolean(from("fused_rope"), sec, "fused_rope");
+        c.loss_fuses_softcap = r.boolean(from("loss_fuses_softcap"), sec, "loss_fuses_softcap");
         c.fused_swiglu = r.boolean(from("fused_swiglu"), sec, "fused_swiglu");
         c.swiglu_fuses_packed = r.boolean(from("swiglu_fuses_packed"), sec, "swiglu_fuses_packed");
         c.fsdp_units_mix_frozen = r.boolean(from("fsdp_units_mix_frozen"), sec, "fsdp_units_mix_frozen");

@@ -53,6 +53,11 @@ struct ModelSpec {
     // before RoPE (QK-norm: transformers' modeling_qwen3.py Qwen3Attention, q_norm and
     // k_norm = Qwen3RMSNorm(head_dim); Gemma 3 the same): one head_dim-wide scale each.
     bool qk_norm = false;
+    // Logit soft-capping, cap * tanh(x / cap) (Gemma 2: transformers Gemma2ForCausalLM,
+    // final_logit_softcapping = 30, on the LM head's output; Gemma2Attention,
+    // attn_logit_softcapping = 50, on the attention scores before softmax). 0: none.
+    double final_logit_softcap = 0.0;
+    double attn_logit_softcap = 0.0;
     bool tied_embeddings = false;
     PositionKind position = PositionKind::RoPE;
     bool parallel_block = false;

@@ -39,13 +39,13 @@ enum class Site { First, Layer, Last };
 enum class OpRole {
     Embedding, PositionEmbedding, EmbeddingNorm, EmbeddingDropout,
     AttnNorm, QProj, KProj, VProj, QkvProj, QkNorm, Rope,
-    FlashAttention, AttnLayoutCopies, AttnScores, AttnSoftmax, AttnDropout, AttnValues,
+    FlashAttention, AttnLayoutCopies, AttnScores, AttnSoftcap, AttnSoftmax, AttnDropout, AttnValues,
     OProj, PostAttnNorm, AttnOutDropout, AttnResidualAdd,
     MlpNorm, GateUpProj, UpProj, ActFn, ActMul, DownProj,
     Router, RouterTopK, MoeCombine,
     PostMlpNorm, MlpOutDropout, MlpResidualAdd,
     LoraDropout, LoraA, LoraB, LoraScaleAdd,
-    FinalNorm, LmHead, Loss,
+    FinalNorm, LmHead, LogitSoftcap, Loss,
 };
 
 enum class OpKind { Gemm, LoraGemm, AttentionScores, AttentionValues, FlashAttention, Norm, Elementwise, Dropout, Router, Lookup };

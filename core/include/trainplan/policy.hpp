@@ -50,6 +50,7 @@ struct StackConventions {
     // copy an eager RMSNorm / LayerNorm saves; 0 = the activation dtype).
     double norm_saved_bytes = 0;
     bool fused_elementwise = false;  // norms, residual adds, RoPE as fused kernels (one read, one write)
+    bool loss_fuses_softcap = false;  // the loss kernel applies the final logit soft-cap itself (no 16-bit capped copy)
     bool fused_rope = false;         // the rotary embedding as one kernel per tensor (also beside eager element-wise ops)
     bool fused_swiglu = false;       // the gated activation recomputes silu(gate) in backward: keeps gate and up only
     // ... and, where the gate and up weights share one storage (DeepSpeed ZeRO-1/2
