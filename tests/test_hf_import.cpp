@@ -12,6 +12,7 @@ TEST_CASE("config.json of several families gives the published parameter counts"
         {"qwen2.5-7b.config.json", 7'615'616'512},     // Qwen2.5 model card ("7.61B")
         {"qwen3-8b.config.json", 8'190'735'360},      // Qwen3 model card ("8.2B", 6.95B non-embedding); QK-norm included
         {"gemma-2-9b.config.json", 9'241'705'984},   // Gemma Team 2024, Table 1: 917,504,000 embedding + 8,324,201,984 non-embedding
+        {"gemma-3-1b.config.json", 999'885'952},      // by hand: 262,144 x 1,152 + 26 x 26,842,112 + 1,152 (card: 1B)
         {"gpt2.config.json", 124'439'808},             // GPT-2 small, tied embeddings
     }));
     CAPTURE(file);
@@ -50,4 +51,18 @@ TEST_CASE("a Gemma 2 config.json carries its logit soft-caps", "[hf]") {
     CHECK(m->final_logit_softcap == 30.0);
     CHECK(m->attn_logit_softcap == 50.0);
     CHECK_FALSE(m->qk_norm);
+}
+
+TEST_CASE("a Gemma 3 config.json: QK-norm, four norms per layer, no soft-caps", "[hf]") {
+    std::string text, why;
+    REQUIRE(trainplan::app::read_text_file(tp_test::data("hf/gemma-3-1b.config.json"), text, why));
+    auto m = parse_hf_config(text, "gemma-3-1b.config.json", "gemma-3-1b.config.json");
+    REQUIRE(m);
+    CHECK(m->qk_norm);
+    CHECK(m->norms_per_layer == 4);
+    CHECK(m->tied_embeddings);
+    CHECK(m->final_logit_softcap == 0);  // null in the config
+    // Per layer by hand: q 1152 x 1024, k and v 1152 x 256, o 1024 x 1152; GeGLU
+    // 3 x 1152 x 6912; four 1152-wide norms and two 256-wide QK-norms.
+    CHECK(count_params(*m).per_layer == 1152LL * 1024 * 2 + 1152LL * 256 * 2 + 3LL * 1152 * 6912 + 4 * 1152 + 2 * 256);
 }

@@ -124,14 +124,14 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
 
     const std::string type = r.string("model_type").value_or("");
     static const std::set<std::string> kTypes = {
-        "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "phi3", "phi", "falcon",
+        "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3", "phi", "falcon",
         "gpt2", "gpt_neox", "gptj", "opt", "bloom", "mpt", "starcoder2", "gpt_bigcode", "olmo", "internlm2", "deepseek"};
     if (type.empty()) {
         errs.push_back({filename, 0, 0, "model_type", "missing required key \"model_type\" (decoder-only types: llama, mistral, mixtral, qwen2, gemma, gemma2, phi3, phi, falcon, gpt2, gpt_neox, gptj, opt, bloom, mpt, starcoder2, ...)"});
         return Error(errs);
     }
     if (!kTypes.count(type)) {
-        r.error("model_type", "model_type = \"" + type + "\" is not supported (decoder-only types: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, phi3, phi, falcon, gpt2, gpt_neox, gptj, opt, bloom, mpt, starcoder2, gpt_bigcode)");
+        r.error("model_type", "model_type = \"" + type + "\" is not supported (decoder-only types: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, phi, falcon, gpt2, gpt_neox, gptj, opt, bloom, mpt, starcoder2, gpt_bigcode)");
         return Error(errs);
     }
     m.family = type;
@@ -161,22 +161,27 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
     const std::string act = r.string("hidden_act").value_or(r.string("activation_function").value_or(""));
     const bool llama_like = type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "qwen2_moe" ||
                             type == "qwen3" || type == "qwen3_moe" || type == "phi3" || type == "olmo" || type == "internlm2" || type == "deepseek";
-    if (llama_like || type == "gemma" || type == "gemma2") {
+    const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
+    if (llama_like || gemma) {
         m.norm = NormKind::RMSNorm;
         m.norm_bias = false;
         m.position = PositionKind::RoPE;
-        m.activation = (type == "gemma" || type == "gemma2") ? Activation::GeGLU : Activation::SwiGLU;
-        m.tied_embeddings = r.boolean("tie_word_embeddings").value_or(type == "gemma" || type == "gemma2");
+        m.activation = gemma ? Activation::GeGLU : Activation::SwiGLU;
+        m.tied_embeddings = r.boolean("tie_word_embeddings").value_or(gemma);
         m.qkv_bias = r.boolean("attention_bias").value_or(type == "qwen2" || type == "qwen2_moe");
         m.out_bias = r.boolean("attention_bias").value_or(false);
         if (type == "qwen2" || type == "qwen2_moe") m.out_bias = false;
         m.mlp_bias = r.boolean("mlp_bias").value_or(false);
-        if (type == "gemma2") m.norms_per_layer = 4;
+        // Gemma 2 and 3 norm before and after attention and MLP.
+        if (type == "gemma2" || type == "gemma3_text") m.norms_per_layer = 4;
         // Gemma 2's soft-capping (null or absent: none).
         m.final_logit_softcap = std::max(0.0, r.number("final_logit_softcapping").value_or(0.0));
         m.attn_logit_softcap = std::max(0.0, r.number("attn_logit_softcapping").value_or(0.0));
         m.packed_qkv = type == "phi3";  // qkv_proj
-        m.qk_norm = type == "qwen3" || type == "qwen3_moe";  // Qwen3Attention q_norm / k_norm
+        // Qwen3Attention and Gemma3Attention: q_norm / k_norm over head_dim. (Gemma 3's
+        // local layers' sliding window is not modelled: their attention is counted
+        // over the whole sequence.)
+        m.qk_norm = type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text";
     } else if (type == "gpt2" || type == "gpt_bigcode") {
         m.norm = NormKind::LayerNorm; m.norm_bias = true; m.position = PositionKind::Learned;
         m.activation = Activation::GELU; m.qkv_bias = m.out_bias = m.mlp_bias = true;
