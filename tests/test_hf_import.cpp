@@ -51,6 +51,8 @@ TEST_CASE("a Gemma 2 config.json carries its logit soft-caps", "[hf]") {
     CHECK(m->final_logit_softcap == 30.0);
     CHECK(m->attn_logit_softcap == 50.0);
     CHECK_FALSE(m->qk_norm);
+    CHECK(m->sliding_window == 4096);  // alternating with global layers
+    CHECK(m->sliding_window_global_every == 2);
 }
 
 TEST_CASE("a Gemma 3 config.json: QK-norm, four norms per layer, no soft-caps", "[hf]") {
@@ -62,6 +64,8 @@ TEST_CASE("a Gemma 3 config.json: QK-norm, four norms per layer, no soft-caps", 
     CHECK(m->norms_per_layer == 4);
     CHECK(m->tied_embeddings);
     CHECK(m->final_logit_softcap == 0);  // null in the config
+    CHECK(m->sliding_window == 512);  // one global layer in sliding_window_pattern = 6
+    CHECK(m->sliding_window_global_every == 6);
     // Per layer by hand: q 1152 x 1024, k and v 1152 x 256, o 1024 x 1152; GeGLU
     // 3 x 1152 x 6912; four 1152-wide norms and two 256-wide QK-norms.
     CHECK(count_params(*m).per_layer == 1152LL * 1024 * 2 + 1152LL * 256 * 2 + 3LL * 1152 * 6912 + 4 * 1152 + 2 * 256);

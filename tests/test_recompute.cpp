@@ -205,3 +205,29 @@ TEST_CASE("activation offload moves the saved activations to the host", "[recomp
     s.setup.recompute = Recompute::None;
     CHECK(estimate_time(o).time.step_s > estimate_time(s).time.step_s);
 }
+
+TEST_CASE("sliding-window attention: a fused kernel runs only the pairs inside the window", "[recompute][time]") {
+    // Gemma-2-9B at 8,192 tokens: 42 layers, 16 heads of 256, every other layer local
+    // with a 4,096-token window. A local layer's causal pairs: sum of min(i, 4096)
+    // = 4096 x 8192 - 4096^2 / 2, 3/4 of the 8192^2 / 2 causal pairs; half the layers
+    // local: 7/8 of the causal attention runs. The convention's attention term is
+    // 12 x 42 x 4096 x 8192 = 16,911,433,728 per token; a fused kernel executes 7/12
+    // of it (causal, backward recomputing the scores): 9,865,003,008, and the window
+    // leaves 1/8 of that, 1,233,125,376 per token, out.
+    Scenario s = scenario("gemma-2-9b", Recompute::None);
+    s.setup.seq_len = 8192;
+    REQUIRE(s.model.sliding_window == 4096);
+    CHECK(attention_window_share(s.model, 8192) == Approx(0.875).epsilon(1e-12));
+    const Throughput windowed = estimate_time(s).throughput;
+    Scenario full = s;
+    full.model.sliding_window = 0;
+    const Throughput global = estimate_time(full).throughput;
+    CHECK(global.hardware_flops_per_token - windowed.hardware_flops_per_token == Approx(1233125376.0).epsilon(1e-9));
+    CHECK(windowed.model_flops_per_token == global.model_flops_per_token);  // the convention counts every pair
+    CHECK(estimate_time(s).time.compute_s < estimate_time(full).time.compute_s);
+    // Eager attention computes every pair and masks: no saving; nor under the window.
+    s.setup.flash_attention = full.setup.flash_attention = false;
+    CHECK(estimate_time(s).time.compute_s == Approx(estimate_time(full).time.compute_s).epsilon(1e-12));
+    // A sequence no longer than the window: nothing left out.
+    CHECK(attention_window_share(s.model, 4096) == 1.0);
+}

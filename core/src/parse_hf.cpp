@@ -182,6 +182,16 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         // local layers' sliding window is not modelled: their attention is counted
         // over the whole sequence.)
         m.qk_norm = type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text";
+        // Sliding windows: Gemma 2 alternates local and global layers
+        // (Gemma2DecoderLayer: is_sliding = not layer_idx % 2), Gemma 3 makes every
+        // sliding_window_pattern-th layer global (default 6), Mistral windows every
+        // layer where its config sets one; Qwen2 only under use_sliding_window.
+        const bool windowed = gemma ? type != "gemma" : type == "mistral" || ((type == "qwen2" || type == "qwen2_moe") && r.boolean("use_sliding_window").value_or(false));
+        if (windowed) {
+            if (auto w = r.integer({"sliding_window"}, 1, std::int64_t{1} << 26, false)) m.sliding_window = *w;
+            if (type == "gemma2") m.sliding_window_global_every = 2;
+            if (type == "gemma3_text") m.sliding_window_global_every = static_cast<int>(r.integer({"sliding_window_pattern"}, 1, 100000, false).value_or(6));
+        }
     } else if (type == "gpt2" || type == "gpt_bigcode") {
         m.norm = NormKind::LayerNorm; m.norm_bias = true; m.position = PositionKind::Learned;
         m.activation = Activation::GELU; m.qkv_bias = m.out_bias = m.mlp_bias = true;

@@ -78,6 +78,8 @@ void read_model_keys(TomlReader& r, ModelSpec& m, std::vector<Diagnostic>& errs,
     if (auto v = r.boolean("qk_norm")) m.qk_norm = *v;
     if (auto v = r.number("final_logit_softcap", 0.0, 1e6)) m.final_logit_softcap = *v;
     if (auto v = r.number("attn_logit_softcap", 0.0, 1e6)) m.attn_logit_softcap = *v;
+    if (auto v = r.integer("sliding_window", 0, std::int64_t{1} << 26)) m.sliding_window = *v;
+    if (auto v = r.integer("sliding_window_global_every", 0, 100000)) m.sliding_window_global_every = static_cast<int>(*v);
     if (auto v = r.boolean("lm_head_bias")) m.lm_head_bias = *v;
     if (auto v = r.boolean("tied_embeddings")) m.tied_embeddings = *v;
     if (auto v = r.choice<PositionKind>("position", parse_enum<PositionKind>, enum_table<PositionKind>().allowed().c_str())) m.position = *v;

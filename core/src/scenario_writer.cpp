@@ -65,6 +65,7 @@ void write_inline_model(std::ostream& o, const ModelSpec& m) {
       << "\nnorm = " << quoted(to_string(m.norm)) << "\nnorm_bias = " << tf(m.norm_bias) << "\nnorms_per_layer = " << m.norms_per_layer
       << "\nqkv_bias = " << tf(m.qkv_bias) << "\npacked_qkv = " << tf(m.packed_qkv) << "\nout_bias = " << tf(m.out_bias) << "\nmlp_bias = " << tf(m.mlp_bias) << "\nqk_norm = " << tf(m.qk_norm)
       << "\nfinal_logit_softcap = " << toml_number(m.final_logit_softcap) << "\nattn_logit_softcap = " << toml_number(m.attn_logit_softcap)
+      << "\nsliding_window = " << m.sliding_window << "\nsliding_window_global_every = " << m.sliding_window_global_every
       << "\nlm_head_bias = " << tf(m.lm_head_bias) << "\ntied_embeddings = " << tf(m.tied_embeddings)
       << "\nposition = " << quoted(to_string(m.position)) << "\nparallel_block = " << tf(m.parallel_block)
       << "\nembedding_norm = " << tf(m.embedding_norm) << "\nfinal_norm = " << tf(m.final_norm)

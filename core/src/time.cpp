@@ -47,6 +47,17 @@ double attention_model_flops_per_token(const ModelSpec& m, std::int64_t seq_len)
     return 12.0 * static_cast<double>(m.num_layers) * static_cast<double>(m.q_dim()) * static_cast<double>(seq_len);
 }
 
+double attention_window_share(const ModelSpec& m, std::int64_t seq_len) {
+    const double s = static_cast<double>(seq_len), w = static_cast<double>(m.sliding_window);
+    if (m.sliding_window <= 0 || w >= s || m.num_layers <= 0) return 1.0;
+    // Causal pairs within the window, sum over i of min(i, w) = w s - w^2 / 2 (to
+    // leading order), over all causal pairs, s^2 / 2.
+    const double local = 2.0 * w / s - (w / s) * (w / s);
+    const double L = static_cast<double>(m.num_layers);
+    const double global = m.sliding_window_global_every > 0 ? std::floor(L / m.sliding_window_global_every) : 0.0;
+    return (global + (L - global) * local) / L;
+}
+
 bool adamw_runs_foreach(const TrainingSetup& t) {
     const bool frameworks_own = t.framework == Framework::DeepSpeed || t.framework == Framework::Megatron;
     return t.optimizer == OptimizerKind::AdamW && !frameworks_own && policy().stack(t.stack).optimizer_foreach;
@@ -210,7 +221,9 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
             break;
         }
         case OpKind::FlashAttention: {
-            const double flops = o.flops_per_token_sq * sq * tokens / tp * kFusedAttention.causal_share;
+            // A fused kernel also skips the blocks outside a sliding window
+            // (flash-attn's window_size; transformers passes the model's).
+            const double flops = o.flops_per_token_sq * sq * tokens / tp * kFusedAttention.causal_share * attention_window_share(m, t.seq_len);
             fwd = flops / (hw.attn_peak * hw.eff.attention_fwd) + hw.eff.kernel_overhead_s;
             bwd = kFusedAttention.backward_matmuls * flops / (hw.attn_peak * hw.eff.attention_bwd) + hw.eff.kernel_overhead_s;
             break;
@@ -734,11 +747,15 @@ void throughput_terms(const TimeContext& c, TimeEstimate& est) {
     // same figures the time model above runs): the convention's term counts every
     // query-key pair, forward 4 FLOPs per pair and head dimension, backward 8; a
     // fused kernel runs (4 + 10) / 2 = 7 of the 12, eager attention all 12.
-    const AttnExecution& kernel = fused_attention_runs(t) ? kFusedAttention : kEagerAttention;
+    // A fused kernel skips what a sliding window leaves out too; eager attention
+    // computes and masks every pair.
+    const bool fused = fused_attention_runs(t);
+    const AttnExecution& kernel = fused ? kFusedAttention : kEagerAttention;
+    const double pair_share = kernel.causal_share * (fused ? attention_window_share(m, t.seq_len) : 1.0);
     const double attn_model = attention_model_flops_per_token(m, t.seq_len);
-    const double attn_fwd = attn_model / 3.0 * kernel.causal_share;  // what a recomputed forward runs again
+    const double attn_fwd = attn_model / 3.0 * pair_share;  // what a recomputed forward runs again
     const double attn_executed = attn_fwd * (1.0 + kernel.backward_matmuls);
-    const double sq_executed = kernel.causal_share;  // per-pair FLOPs the graph counts before causal savings
+    const double sq_executed = pair_share;  // per-pair FLOPs the graph counts before causal and window savings
     double recompute_flops = 0;
     if (t.recompute == Recompute::Full) {
         const double share = c.max_layers > 0 ? static_cast<double>(recompute_layers(t, c.max_layers).recomputed) / c.max_layers : 1.0;

@@ -58,6 +58,12 @@ struct ModelSpec {
     // attn_logit_softcapping = 50, on the attention scores before softmax). 0: none.
     double final_logit_softcap = 0.0;
     double attn_logit_softcap = 0.0;
+    // Sliding-window attention: a layer attends the last `sliding_window` tokens
+    // only (0: the whole sequence). Every `sliding_window_global_every`-th layer
+    // attends globally (0: none; Gemma 2 alternates, 2; Gemma 3 one in 6;
+    // Mistral-7B-v0.1 windows every layer).
+    std::int64_t sliding_window = 0;
+    int sliding_window_global_every = 0;
     bool tied_embeddings = false;
     PositionKind position = PositionKind::RoPE;
     bool parallel_block = false;

@@ -109,6 +109,9 @@ struct TimeEstimate {
 [[nodiscard]] double model_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 // Its attention term alone: 12 L (n_heads d_head) s.
 [[nodiscard]] double attention_model_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+// The share of a causal sequence's query-key pairs a windowed kernel computes,
+// averaged over the layers: 1 without a sliding window (ModelSpec::sliding_window).
+[[nodiscard]] double attention_window_share(const ModelSpec& m, std::int64_t seq_len);
 // AdamW runs as torch.optim.AdamW's multi-tensor (foreach) path, one memory pass
 // per _foreach op, rather than one fused kernel: the stack's convention
 // (data/defaults.toml [stack.*] optimizer_foreach), except under framework
