@@ -189,7 +189,11 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     out << "  (model FLOPs per token = 6 x matmul parameters + 12 L h s attention, PaLM convention"
         << (s.setup.method == Method::Full ? "" : ", N = the base model's, also under LoRA / QLoRA")
         << "; HFU counts the FLOPs executed: "
-        << (fused_attention_runs(s.setup) ? "causal attention as the fused kernel runs it, " : "") << "recompute added"
+        << (fused_attention_runs(s.setup) ? "causal attention as the fused kernel runs it, " : "")
+        << (fused_attention_runs(s.setup) && attention_window_share(s.model, s.setup.seq_len) < 1.0
+                ? fmt::format("only the pairs inside the {}-token sliding window on its local layers, ", s.model.sliding_window)
+                : "")
+        << "recompute added"
         << (s.setup.method == Method::Full ? "" : ", frozen weights' gradient GEMMs removed, adapter GEMMs added") << ")\n";
     if (s.cluster.num_gpus > 1)
         out << fmt::format("Scaling efficiency: {:.0f} % of linear (per-GPU work {} vs step {})\n", 100 * te.scaling_efficiency,
