@@ -5,6 +5,17 @@
 
 using namespace trainplan;
 
+namespace {
+// One of the real config.json files under tests/data/hf, imported.
+ModelSpec import_config(const std::string& file) {
+    std::string text, why;
+    REQUIRE(trainplan::app::read_text_file(tp_test::data("hf/" + file), text, why));
+    auto m = parse_hf_config(text, file, file);
+    REQUIRE(m);
+    return *m;
+}
+}  // namespace
+
 TEST_CASE("config.json of several families gives the published parameter counts", "[hf]") {
     auto [file, expected] = GENERATE(table<std::string, std::int64_t>({
         {"llama-2-7b.config.json", 6'738'415'616},     // Touvron et al. 2023
@@ -16,11 +27,7 @@ TEST_CASE("config.json of several families gives the published parameter counts"
         {"gpt2.config.json", 124'439'808},             // GPT-2 small, tied embeddings
     }));
     CAPTURE(file);
-    std::string text, why;
-    REQUIRE(trainplan::app::read_text_file(tp_test::data("hf/" + file), text, why));
-    auto m = parse_hf_config(text, file, file);
-    REQUIRE(m);
-    CHECK(count_params(*m).total == expected);
+    CHECK(count_params(import_config(file)).total == expected);
 }
 
 TEST_CASE("fit accepts a config.json as MODEL", "[hf][cli]") {
@@ -32,41 +39,32 @@ TEST_CASE("fit accepts a config.json as MODEL", "[hf][cli]") {
 TEST_CASE("a Qwen3 config.json turns on the per-head QK RMSNorm", "[hf]") {
     // transformers' Qwen3Attention: q_norm and k_norm = Qwen3RMSNorm(head_dim), one
     // 128-wide scale each per layer; the config has no key for them, model_type says it.
-    std::string text, why;
-    REQUIRE(trainplan::app::read_text_file(tp_test::data("hf/qwen3-8b.config.json"), text, why));
-    auto m = parse_hf_config(text, "qwen3-8b.config.json", "qwen3-8b.config.json");
-    REQUIRE(m);
-    CHECK(m->qk_norm);
-    CHECK(count_params(*m).layer_norms == 2 * 4096 + 2 * 128);
+    const ModelSpec m = import_config("qwen3-8b.config.json");
+    CHECK(m.qk_norm);
+    CHECK(count_params(m).layer_norms == 2 * 4096 + 2 * 128);
     // The model card's non-embedding count, 6.95B: 36 layers of
     // 4096 x (4096 + 2 x 1024 + 4096) + 3 x 4096 x 12288 + 8,448 norm weights, and the final norm.
-    CHECK(count_params(*m).non_embedding == 36LL * (4096LL * 10240 + 3LL * 4096 * 12288 + 8448) + 4096);
+    CHECK(count_params(m).non_embedding == 36LL * (4096LL * 10240 + 3LL * 4096 * 12288 + 8448) + 4096);
 }
 
 TEST_CASE("a Gemma 2 config.json carries its logit soft-caps", "[hf]") {
-    std::string text, why;
-    REQUIRE(trainplan::app::read_text_file(tp_test::data("hf/gemma-2-9b.config.json"), text, why));
-    auto m = parse_hf_config(text, "gemma-2-9b.config.json", "gemma-2-9b.config.json");
-    REQUIRE(m);
-    CHECK(m->final_logit_softcap == 30.0);
-    CHECK(m->attn_logit_softcap == 50.0);
-    CHECK_FALSE(m->qk_norm);
-    CHECK(m->sliding_window == 4096);  // alternating with global layers
-    CHECK(m->sliding_window_global_every == 2);
+    const ModelSpec m = import_config("gemma-2-9b.config.json");
+    CHECK(m.final_logit_softcap == 30.0);
+    CHECK(m.attn_logit_softcap == 50.0);
+    CHECK_FALSE(m.qk_norm);
+    CHECK(m.sliding_window == 4096);  // alternating with global layers
+    CHECK(m.sliding_window_global_every == 2);
 }
 
 TEST_CASE("a Gemma 3 config.json: QK-norm, four norms per layer, no soft-caps", "[hf]") {
-    std::string text, why;
-    REQUIRE(trainplan::app::read_text_file(tp_test::data("hf/gemma-3-1b.config.json"), text, why));
-    auto m = parse_hf_config(text, "gemma-3-1b.config.json", "gemma-3-1b.config.json");
-    REQUIRE(m);
-    CHECK(m->qk_norm);
-    CHECK(m->norms_per_layer == 4);
-    CHECK(m->tied_embeddings);
-    CHECK(m->final_logit_softcap == 0);  // null in the config
-    CHECK(m->sliding_window == 512);  // one global layer in sliding_window_pattern = 6
-    CHECK(m->sliding_window_global_every == 6);
+    const ModelSpec m = import_config("gemma-3-1b.config.json");
+    CHECK(m.qk_norm);
+    CHECK(m.norms_per_layer == 4);
+    CHECK(m.tied_embeddings);
+    CHECK(m.final_logit_softcap == 0);  // null in the config
+    CHECK(m.sliding_window == 512);  // one global layer in sliding_window_pattern = 6
+    CHECK(m.sliding_window_global_every == 6);
     // Per layer by hand: q 1152 x 1024, k and v 1152 x 256, o 1024 x 1152; GeGLU
     // 3 x 1152 x 6912; four 1152-wide norms and two 256-wide QK-norms.
-    CHECK(count_params(*m).per_layer == 1152LL * 1024 * 2 + 1152LL * 256 * 2 + 3LL * 1152 * 6912 + 4 * 1152 + 2 * 256);
+    CHECK(count_params(m).per_layer == 1152LL * 1024 * 2 + 1152LL * 256 * 2 + 3LL * 1152 * 6912 + 4 * 1152 + 2 * 256);
 }
