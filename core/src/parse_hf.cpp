@@ -178,15 +178,15 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         m.final_logit_softcap = std::max(0.0, r.number("final_logit_softcapping").value_or(0.0));
         m.attn_logit_softcap = std::max(0.0, r.number("attn_logit_softcapping").value_or(0.0));
         m.packed_qkv = type == "phi3";  // qkv_proj
-        // Qwen3Attention and Gemma3Attention: q_norm / k_norm over head_dim. (Gemma 3's
-        // local layers' sliding window is not modelled: their attention is counted
-        // over the whole sequence.)
+        // Qwen3Attention and Gemma3Attention: q_norm / k_norm over head_dim.
         m.qk_norm = type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text";
         // Sliding windows: Gemma 2 alternates local and global layers
         // (Gemma2DecoderLayer: is_sliding = not layer_idx % 2), Gemma 3 makes every
         // sliding_window_pattern-th layer global (default 6), Mistral windows every
-        // layer where its config sets one; Qwen2 only under use_sliding_window.
-        const bool windowed = gemma ? type != "gemma" : type == "mistral" || ((type == "qwen2" || type == "qwen2_moe") && r.boolean("use_sliding_window").value_or(false));
+        // layer where its config sets one (v0.1: 4096; later: null). (Qwen2's
+        // use_sliding_window, off in its released configs, windows only the layers
+        // above max_window_layers: not read.)
+        const bool windowed = type == "gemma2" || type == "gemma3_text" || type == "mistral";
         if (windowed) {
             if (auto w = r.integer({"sliding_window"}, 1, std::int64_t{1} << 26, false)) m.sliding_window = *w;
             if (type == "gemma2") m.sliding_window_global_every = 2;
