@@ -18,7 +18,7 @@ TEST_CASE("parameter counts of the reference models are exact", "[params]") {
         {"mixtral-8x7b", 46'702'792'704},
         {"qwen2.5-7b", 7'615'616'512},
         {"qwen3-8b", 8'190'735'360},
-        {"qwen3-32b", 32'762'123'264},
+        {"qwen3-32b", 32'762'123'264},  // card: 32.8B; by hand: 64 x (5120 x 18432 + 3 x 5120 x 25600 + 10,496) + 2 x 151,936 x 5120 + 5120
         {"gpt3-175b", 174'604'259'328},
     }));
     CAPTURE(name);

@@ -141,6 +141,13 @@ void lora_adapter(Builder& b, std::string_view name, const TrainingSetup& t, int
 // bitwise_right_shift, .to(int8), bitwise_and; then weight - zeros and
 // scales * (...) (AutoGPTQ/AutoGPTQ auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py,
 // forward). They read only the packed buffers: no backward.
+// Soft-capping in eager code, cap * tanh(x / cap) (Gemma 2): three element-wise
+// passes, each reading and writing 16-bit, 6 per element forward; backward the two
+// scalar ops' gradients (2 + 2) and tanh's, which reads its kept output and the
+// gradient and writes one (3): 7 per 6.
+constexpr double kSoftcapPasses = 6.0;
+constexpr double kSoftcapBwdFactor = 7.0 / 6.0;
+
 double dequant_launches(const TrainingSetup& t) {
     if (t.method != Method::QLoRA) return 0;
     return t.qlora.quant == QuantType::GPTQ ? 9 : 1;
@@ -492,14 +499,12 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         qk.selective_recompute = true;
         if (m.attn_logit_softcap > 0) {
             // Soft-capped scores in eager code (transformers Gemma2Attention: scores
-            // / cap, tanh, * cap, then the mask and softmax): three s x s passes per
-            // head, each reading and writing 16-bit; tanh keeps its output for its
-            // backward (1 - y^2), which reads it and the gradient and writes one:
-            // with the two scalar ops' 2 + 2, 7 per 6 forward. (Fused kernels cap
-            // inside: flash-attn 2.6's softcap argument.)
+            // / cap, tanh, * cap, then the mask and softmax), per s x s element and
+            // head; tanh keeps its output for its backward (1 - y^2). (Fused kernels
+            // cap inside: flash-attn 2.6's softcap argument.)
             OpDef& cap = b.elementwise("attn_softcap", OpRole::AttnSoftcap, OpKind::Elementwise, TP, 0, {});
-            cap.hbm_bytes_per_token_sq = nh * 6 * a;
-            cap.bwd_hbm_factor = 7.0 / 6.0;
+            cap.hbm_bytes_per_token_sq = nh * kSoftcapPasses * a;
+            cap.bwd_hbm_factor = kSoftcapBwdFactor;
             cap.selective_recompute = true;
             const int tanh_out = b.output("attn_softcap_tanh", 0, a, TP, nh);
             b.g.ops.back().saves.push_back(tanh_out);
@@ -687,13 +692,12 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // LitGPT's do_softcapping: logits / cap, tanh, * cap, in 16-bit before any
         // upcast): three logits-sized passes, and tanh's output kept for its
         // backward until the loss's backward reaches it, so one more 16-bit
-        // logits copy beside the loss's. Backward 7 per 6 forward, as for the
-        // attention scores above. A loss kernel that caps inside ([stack.*]
-        // loss_fuses_softcap: Unsloth) keeps none.
+        // logits copy beside the loss's. A loss kernel that caps inside
+        // ([stack.*] loss_fuses_softcap: Unsloth) keeps none.
         const int tanh_out = b.tensor("logits_softcap_tanh", V, a, TP);
         b.g.tensors.back().logits = true;
-        OpDef& cap = b.elementwise("logit_softcap", OpRole::LogitSoftcap, OpKind::Elementwise, TP, 6 * V * a, {tanh_out});
-        cap.bwd_hbm_factor = 7.0 / 6.0;
+        OpDef& cap = b.elementwise("logit_softcap", OpRole::LogitSoftcap, OpKind::Elementwise, TP, kSoftcapPasses * V * a, {tanh_out});
+        cap.bwd_hbm_factor = kSoftcapBwdFactor;
     }
     {
         // The logits-sized tensors the stack's loss keeps live at its peak:

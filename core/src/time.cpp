@@ -78,6 +78,15 @@ struct AttnExecution {
 constexpr AttnExecution kFusedAttention{0.5, 2.5};
 constexpr AttnExecution kEagerAttention{1.0, 2.0};
 
+// The share of the convention's query-key pairs the run's attention computes: a
+// fused kernel the causal half, and of it only what a sliding window keeps (it
+// skips the blocks outside; transformers passes the model's window to flash-attn);
+// eager attention every pair, masked ones included.
+double executed_pair_share(const ModelSpec& m, const TrainingSetup& t) {
+    if (!fused_attention_runs(t)) return kEagerAttention.causal_share;
+    return kFusedAttention.causal_share * attention_window_share(m, t.seq_len);
+}
+
 struct Hw {
     double peak = 0;       // dense peak for the compute format
     double attn_peak = 0;  // attention runs in 16-bit even under fp8
@@ -221,9 +230,7 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
             break;
         }
         case OpKind::FlashAttention: {
-            // A fused kernel also skips the blocks outside a sliding window
-            // (flash-attn's window_size; transformers passes the model's).
-            const double flops = o.flops_per_token_sq * sq * tokens / tp * kFusedAttention.causal_share * attention_window_share(m, t.seq_len);
+            const double flops = o.flops_per_token_sq * sq * tokens / tp * executed_pair_share(m, t);
             fwd = flops / (hw.attn_peak * hw.eff.attention_fwd) + hw.eff.kernel_overhead_s;
             bwd = kFusedAttention.backward_matmuls * flops / (hw.attn_peak * hw.eff.attention_bwd) + hw.eff.kernel_overhead_s;
             break;
@@ -747,11 +754,8 @@ void throughput_terms(const TimeContext& c, TimeEstimate& est) {
     // same figures the time model above runs): the convention's term counts every
     // query-key pair, forward 4 FLOPs per pair and head dimension, backward 8; a
     // fused kernel runs (4 + 10) / 2 = 7 of the 12, eager attention all 12.
-    // A fused kernel skips what a sliding window leaves out too; eager attention
-    // computes and masks every pair.
-    const bool fused = fused_attention_runs(t);
-    const AttnExecution& kernel = fused ? kFusedAttention : kEagerAttention;
-    const double pair_share = kernel.causal_share * (fused ? attention_window_share(m, t.seq_len) : 1.0);
+    const AttnExecution& kernel = fused_attention_runs(t) ? kFusedAttention : kEagerAttention;
+    const double pair_share = executed_pair_share(m, t);
     const double attn_model = attention_model_flops_per_token(m, t.seq_len);
     const double attn_fwd = attn_model / 3.0 * pair_share;  // what a recomputed forward runs again
     const double attn_executed = attn_fwd * (1.0 + kernel.backward_matmuls);
