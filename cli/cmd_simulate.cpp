@@ -181,7 +181,9 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
             out << fmt::format("  (P10-P90 from {} validation cases, {}{})\n", tband->n, tband->regime,
                                s.calibration.identity() ? "" : "; calibrated with " + s.calibration.source);
     }
-    if (t.thermal_s > 0) out << fmt::format("  (sustained clock {:.0f} % of boost adds {})\n", 100 * s.run.sustained_clock, secs(t.thermal_s));
+    if (t.thermal_s > 0)
+        out << fmt::format("  (sustained clock {:.0f} % of {} adds {})\n", 100 * s.run.sustained_clock, s.cluster.gpu.reference_clock_name(),
+                           secs(t.thermal_s));
     out << fmt::format("\nThroughput: {:.0f} tokens/s ({:.1f} per GPU), {:.2f} samples/s\n", th.tokens_per_s,
                        th.tokens_per_s / s.cluster.num_gpus, th.samples_per_s);
     out << fmt::format("Per GPU: {:.1f} model TFLOP/s, {:.1f} hardware TFLOP/s of {:.0f} peak -> MFU {:.1f} %, HFU {:.1f} %\n",

@@ -120,6 +120,14 @@ TEST_CASE("seed 000: thermal wall at 88 C -- thermal; cooling first", "[advise][
     CHECK(clocked["diagnosis"]["bottleneck"] == "thermal");
     CHECK(clocked["remedies"][0]["speedup"].get<double>() > 1.1);
     remedies_match_simulate(rep);
+    // An H100 whose GEMMs settle at 1465 MHz, the clock its preset's power-saturated
+    // rate was measured at (H200's MSMF), is not throttled beyond that rate; 1172 MHz
+    // (80 % of it) is.
+    const json settled = advise({"llama-2-7b", "--gpu", "h100-sxm", "--gpu-clock-mhz", "1465"});
+    CHECK(settled["diagnosis"]["bottleneck"] != "thermal");
+    const json hot = advise({"llama-2-7b", "--gpu", "h100-sxm", "--gpu-clock-mhz", "1172"});
+    CHECK(hot["diagnosis"]["bottleneck"] == "thermal");
+    CHECK(hot["diagnosis"]["headline"].get<std::string>().find("(80 % of the 1465 MHz its GEMMs settle at under power)") != std::string::npos);
 }
 
 TEST_CASE("seeds 000/002: FP32 left on -- mixed precision first", "[advise][seeds]") {

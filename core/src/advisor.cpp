@@ -19,8 +19,11 @@ std::string num(double v, int prec = 2) { return detail::fixed(v, prec); }
 
 Scenario as_it_runs(const Scenario& s, const Observations& obs, std::vector<std::string>& assumptions) {
     Scenario cur = s;
-    if (obs.sm_clock_mhz && s.cluster.gpu.boost_clock_mhz > 0) {
-        cur.run.sustained_clock = std::clamp(*obs.sm_clock_mhz / s.cluster.gpu.boost_clock_mhz, 0.05, 1.0);
+    // The GEMM rate of a preset with a sustained (power-saturated) figure already
+    // runs at the clock that figure was measured at: only a clock below it is
+    // throttling beyond the board's own power limit.
+    if (obs.sm_clock_mhz && s.cluster.gpu.reference_clock_mhz() > 0) {
+        cur.run.sustained_clock = std::clamp(*obs.sm_clock_mhz / s.cluster.gpu.reference_clock_mhz(), 0.05, 1.0);
     } else if (obs.gpu_temp_c && *obs.gpu_temp_c >= 83) {
         // NVIDIA GPUs hold boost clocks up to their temperature target (83 C on
         // GeForce) and shed clock above it (seed 000: throttling at 83-90 C). Without a
@@ -185,9 +188,9 @@ void same_hardware_remedies(Catalogue& c) {
     c.addresses({B::Thermal});
     if (c.cur.run.sustained_clock < 0.99)
         c.add("better cooling / power limits",
-              "restores the boost clock (airflow, fan curve, or a power cap that keeps the card below its thermal target)", false,
+              "restores the clock the GEMM rate assumes (airflow, fan curve, or a power cap that keeps the card below its thermal target)", false,
               [](Scenario& x, Changes& ch, Advice&) {
-                  ch.note("sustained_clock", num(100 * x.run.sustained_clock, 0) + " %", "100 % of boost");
+                  ch.note("sustained_clock", num(100 * x.run.sustained_clock, 0) + " %", "100 % of " + x.cluster.gpu.reference_clock_name());
                   x.run.sustained_clock = 1.0;
                   return true;
               });

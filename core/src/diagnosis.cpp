@@ -97,7 +97,7 @@ std::string headline(Bottleneck b, const Scenario& s, const MemoryBreakdown& m, 
             return "Memory is the limit: " + gbs(m.headroom()) + " of headroom" +
                    (obs.oom ? " and an out-of-memory was observed (fragmentation or a peak the model does not see)." : ".");
         case Bottleneck::Thermal:
-            return "Thermal or power throttling: the sustained clock (" + pct(s.run.sustained_clock) + " of boost) adds " +
+            return "Thermal or power throttling: the sustained clock (" + pct(s.run.sustained_clock) + " of " + s.cluster.gpu.reference_clock_name() + ") adds " +
                    num(t.thermal_s, 3) + " s (" + pct(t.thermal_s / step) + ") to each step.";
         case Bottleneck::DataPipeline:
             if (t.data_s > K::kDataStall * step)

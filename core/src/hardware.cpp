@@ -1,6 +1,13 @@
 #include "trainplan/hardware.hpp"
 
+#include <cmath>
+
 namespace trainplan {
+
+std::string GpuSpec::reference_clock_name() const {
+    if (sustained_clock_mhz <= 0) return "boost";
+    return "the " + std::to_string(static_cast<long>(std::lround(sustained_clock_mhz))) + " MHz its GEMMs settle at under power";
+}
 
 double GpuSpec::peak_flops(NumericFormat f) const {
     switch (f) {

@@ -164,6 +164,8 @@ Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filenam
     // Above 1 where measured large GEMMs beat the spec sheet (GeForce cards boost past their rated clock).
     if (auto v = r.number("matmul_efficiency", 0.01, 1.5)) g.matmul_efficiency = *v;
     if (auto v = r.number("sgemm_efficiency", 0.01, 1.0)) g.sgemm_efficiency = *v;
+    tf("sustained_matmul_tflops", g.sustained_matmul_flops);
+    if (auto v = r.number("sustained_clock_mhz", 100, 10000)) g.sustained_clock_mhz = *v;
     if (auto v = r.number("memory_bandwidth_efficiency", 0.01, 1.0)) g.memory_bandwidth_efficiency = *v;
     if (auto v = r.number("price_usd", 0, 1e9)) g.price_usd = *v;
     if (auto v = r.integer("sm_count", 1, 100000)) g.sm_count = static_cast<int>(*v);

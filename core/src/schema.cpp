@@ -458,7 +458,7 @@ std::vector<OptionField> make_options() {
         {"loader_workers", "--loader-workers", integer(0, 1024), "Data-loader workers per GPU (0: pre-tokenized data, no stall)"},
         {"worker_samples_per_s", "--worker-samples-per-s", number(0.001, 1e9), "Samples one loader worker prepares per second"},
         {"storage_gb_s", "--storage-gb-s", number(0.001, 1e6), "Storage read bandwidth per node (GB/s)"},
-        {"sustained_clock", "--sustained-clock", number(0.05, 1), "Sustained clock as a fraction of boost (thermal/power limits; default 1)"},
+        {"sustained_clock", "--sustained-clock", number(0.05, 1), "Sustained clock as a fraction of boost, or of the power-saturated clock where the GPU preset gives one (thermal/power limits; default 1)"},
         {"target_tokens_per_s", "--target-tokens-per-s", number(0, 1e15), "Throughput the fewest-GPUs query must reach"},
         {"observed_step_s", "--observed-step-s", number(1e-6, 1e7), "Measured seconds per optimizer step"},
         {"observed_tokens_per_s", "--observed-tokens-per-s", number(1e-3, 1e12), "Measured tokens per second (whole job)"},

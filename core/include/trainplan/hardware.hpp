@@ -26,6 +26,12 @@ struct GpuSpec {
     int nvlink_gpus = 0;                    // GPUs one NVLink domain joins (2 for a bridge); 0 = the whole node
     bool p2p = true;                        // peer access over PCIe (an NVLink bridge gives it to its pair regardless)
     double matmul_efficiency = 0;           // 0 = not given (time model uses its default)
+    // Dense 16-bit GEMM rate once a long run of them holds the board at its power
+    // limit and the SM clock has settled below boost ("maximum sustainable matmul
+    // FLOPS"); matmul_efficiency is a short burst's. 0 = not given: the burst rate is
+    // taken as sustained.
+    double sustained_matmul_flops = 0;
+    double sustained_clock_mhz = 0;         // the SM clock that rate was measured at; 0 = not given
     // Large fp32 GEMMs on the CUDA cores (no TF32): fraction of fp32_flops that
     // cuBLAS SGEMM sustains. 0 = not given: the tensor-core matmul_efficiency stands in.
     double sgemm_efficiency = 0;
@@ -40,6 +46,12 @@ struct GpuSpec {
     // Tensor cores that take fp16 but not bf16 (Volta, Turing): the preset gives an fp16
     // rate and no bf16 rate.
     [[nodiscard]] bool has_bf16_tensor_cores() const { return bf16_flops > 0 || fp16_flops <= 0; }
+    // The clock the modelled GEMM rate assumes (a run's sustained_clock is a fraction of
+    // it): where the preset gives a power-saturated rate, the clock that rate settled
+    // at; else boost.
+    [[nodiscard]] double reference_clock_mhz() const { return sustained_clock_mhz > 0 ? sustained_clock_mhz : boost_clock_mhz; }
+    // That clock in words: "boost" or "the 1465 MHz its GEMMs settle at under power".
+    [[nodiscard]] std::string reference_clock_name() const;
 };
 
 enum class LinkKind { PCIe, NVLink, NVSwitch, InfiniBand, RoCE, Ethernet, InfinityFabric, ICI };

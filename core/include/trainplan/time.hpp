@@ -24,6 +24,9 @@ struct Efficiencies {
     bool attention_fallback = false;  // the GPU's architecture has no policy row (see architecture_warning())
 };
 [[nodiscard]] Efficiencies efficiencies(const GpuSpec& g, AttentionKernel k = AttentionKernel::Flash2);
+// Sustained over burst tensor-core rate of a power-saturated GPU: the preset's
+// sustained_matmul_tflops over its bf16 peak x matmul_efficiency; 1 without one.
+[[nodiscard]] double power_limited_share(const GpuSpec& g);
 
 // Where the parallel groups land on the machines, and what each costs.
 struct Placement {
