@@ -7,6 +7,7 @@
 #include "trainplan/collectives.hpp"
 #include "trainplan/enums.hpp"
 #include "trainplan/hardware.hpp"
+#include "trainplan/io.hpp"
 #include "trainplan/rules.hpp"
 #include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
@@ -317,4 +318,21 @@ TEST_CASE("ring all-gathers pay a hop latency per rank, as NCCL's tuning model c
     // (5376 - 1344) x 1.9 + (767 - 191) x 4.0 = 9,964.8 us more.
     CHECK(ring_latency_s(8, 768, t.intra, t.inter) - ring_latency_s(8, 192, t.intra, t.inter) ==
           Approx(9964.8e-6).epsilon(1e-9));
+}
+
+TEST_CASE("a GPU preset whose sustained GEMM rate beats its burst rate is refused", "[hardware][bad-input]") {
+    // H100 SXM: bf16 989.4 x matmul_efficiency 0.803 = 794.5 TFLOP/s in a burst; a
+    // power-saturated rate above that is a typo, not a faster card.
+    const std::string text = "name = \"hot\"\nsource = \"test\"\nmemory_gib = 79.65\nmemory_bandwidth_gb_s = 3350\n"
+                             "bf16_tflops = 989.4\nmatmul_efficiency = 0.803\nsustained_matmul_tflops = 900\n";
+    const auto r = parse_gpu_toml(text, "hot.toml", "hot");
+    REQUIRE(!r);
+    const Diagnostic& d = r.error().diagnostics.front();
+    CHECK(d.key == "sustained_matmul_tflops");
+    CHECK(d.message == "sustained_matmul_tflops = 900.0 must not exceed the burst GEMM rate, bf16 peak x matmul_efficiency = 794.5 TFLOP/s");
+    CHECK(d.to_string().rfind("hot.toml:7", 0) == 0);
+    // Just below the burst rate it is accepted (a share of ~1).
+    const auto ok = parse_gpu_toml(text.substr(0, text.rfind("sustained")) + "sustained_matmul_tflops = 794.4\n", "ok.toml", "ok");
+    REQUIRE(ok);
+    CHECK(power_limited_share(*ok) == Approx(1.0).epsilon(1e-3));
 }

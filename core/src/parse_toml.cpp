@@ -2,6 +2,7 @@
 #include <cctype>
 #include <limits>
 
+#include "text.hpp"
 #include "toml_reader.hpp"
 #include "trainplan/io.hpp"
 #include "trainplan/moves.hpp"
@@ -173,6 +174,15 @@ Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filenam
     r.finish();
     if (errs.empty() && g.fp32_flops <= 0 && g.bf16_flops <= 0 && g.fp16_flops <= 0)
         r.error("bf16_tflops", "a GPU preset needs at least one of fp32_tflops, bf16_tflops, fp16_tflops");
+    if (errs.empty() && g.sustained_matmul_flops > 0) {
+        // The power-saturated rate is at most the burst rate it settles from.
+        const double eff = g.matmul_efficiency > 0 ? g.matmul_efficiency : policy().gemm_efficiency;
+        const double burst = g.peak_flops(NumericFormat::BF16) * eff;
+        if (g.sustained_matmul_flops > burst)
+            r.error("sustained_matmul_tflops", "sustained_matmul_tflops = " + detail::fixed(g.sustained_matmul_flops / units::TFLOPS, 1) +
+                                                   " must not exceed the burst GEMM rate, bf16 peak x matmul_efficiency = " +
+                                                   detail::fixed(burst / units::TFLOPS, 1) + " TFLOP/s");
+    }
     if (!errs.empty()) return Error(errs);
     return g;
 }

@@ -13,8 +13,9 @@ namespace trainplan {
 
 double power_limited_share(const GpuSpec& g) {
     const double burst = g.peak_flops(NumericFormat::BF16) * (g.matmul_efficiency > 0 ? g.matmul_efficiency : policy().gemm_efficiency);
+    // (parse_gpu_toml refuses a sustained rate above the burst one.)
     if (g.sustained_matmul_flops <= 0 || burst <= 0) return 1.0;
-    return std::min(1.0, g.sustained_matmul_flops / burst);
+    return g.sustained_matmul_flops / burst;
 }
 
 Efficiencies efficiencies(const GpuSpec& g, AttentionKernel k) {
