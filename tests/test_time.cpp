@@ -359,4 +359,9 @@ TEST_CASE("a training step's GEMMs run at the power-saturated rate where it is m
     CHECK(trainplan::power_limited_share(tp_test::gpu("h100-sxm")) == Approx(708.5 / (989.4 * 0.803)).epsilon(1e-3));
     // No sustained figure: the burst rate stands.
     CHECK(trainplan::power_limited_share(tp_test::gpu("a100-sxm-80gb")) == 1.0);
+    // simulate says which rate its GEMMs run at.
+    const auto r = tp_test::cli({"simulate", "llama-2-7b", "--gpu", "h100-sxm"});
+    CHECK(r.out.find("(GEMMs at the rate this GPU holds at its power limit, 89 % of a short burst's: 708.5 of 794.5 bf16 TFLOP/s, SM clock "
+                     "1465 MHz)") != std::string::npos);
+    CHECK(tp_test::cli({"simulate", "llama-2-7b", "--gpu", "a100-sxm-80gb"}).out.find("power limit") == std::string::npos);
 }
