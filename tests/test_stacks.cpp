@@ -537,6 +537,39 @@ TEST_CASE("a GPTQ base linear launches nine dequantizing ops before its matmul, 
     CHECK(build_step_graph(s.model, s.setup).forward_only_launches[static_cast<int>(Site::Layer)] == 0);
 }
 
+TEST_CASE("a GPTQ base keeps each layer's dequantized weights for backward, a bitsandbytes one does not", "[stacks][memory]") {
+    // auto-gptq's QuantLinear (qlinear_cuda_old) multiplies the input by the
+    // dequantized fp16 weight with torch.matmul; the input needs a gradient, so
+    // autograd saves that weight until the layer's backward. Llama-2-7B's seven base
+    // linears per layer by hand: q, k, v, o 4 x 4096^2 = 67,108,864, gate, up, down
+    // 3 x 4096 x 11008 = 135,266,304: 202,375,168 x 2 B = 404,750,336 B per layer;
+    // without recompute all 32 layers keep theirs: 12,952,010,752 B. bitsandbytes'
+    // MatMul4Bit saves the packed 4-bit weight, already counted in the weights.
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::QLoRA, Precision::FP16Mixed, 512);
+    s.setup.recompute = Recompute::None;
+    auto activations = [&](QuantType q) {
+        s.setup.qlora.quant = q;
+        return estimate_memory(s).peak().activations;
+    };
+    CHECK(activations(QuantType::GPTQ) - activations(QuantType::NF4) == Approx(32.0 * 404750336.0).epsilon(1e-9));
+    // Under full recompute only the layer rebuilt in backward holds them: no layer
+    // keeps them through forward.
+    s.setup.recompute = Recompute::Full;
+    CHECK(activations(QuantType::GPTQ) == Approx(activations(QuantType::NF4)).epsilon(1e-12));
+    // ...and that layer's working set grows by one layer's weights. (Eager attention
+    // at 2,048 tokens: the rebuilt layer's s x s tensors, several bytes for each of
+    // 32 heads x 2,048 keys per token, outgrow the freed logits it reuses, 12 B for
+    // each of the 32,000 vocabulary entries per token: the working set is not
+    // hidden in them.)
+    s.setup.flash_attention = false;
+    s.setup.seq_len = 2048;
+    auto temporary = [&](QuantType q) {
+        s.setup.qlora.quant = q;
+        return estimate_memory(s).peak().temporary;
+    };
+    CHECK(temporary(QuantType::GPTQ) - temporary(QuantType::NF4) == Approx(404750336.0).epsilon(1e-9));
+}
+
 TEST_CASE("stacks: eager RoPE reads and writes q and k ten times forward, a fused rotary kernel twice", "[stacks][time]") {
     // transformers' apply_rotary_pos_emb (q * cos + rotate_half(q) * sin), per
     // bf16 element of q and k: q * cos 2 + 2 B, the neg of one half 1 + 1, the cat

@@ -361,6 +361,20 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         mem.activations -= moved;
         host += moved;
     }
+    // A GPTQ base under auto-gptq's QuantLinear (the torch-op path training takes,
+    // qlinear_cuda_old) dequantizes each weight to 16-bit and multiplies with
+    // torch.matmul, whose autograd keeps that weight for the input gradient until
+    // the layer's backward (bitsandbytes' MatMul4Bit keeps the packed 4-bit one):
+    // a layer's frozen linear weights in 16-bit, per layer that stores its
+    // tensors; under full recompute only the layers rebuilt in backward hold them.
+    const double gptq_saved = t.method == Method::QLoRA && t.qlora.quant == QuantType::GPTQ
+                                  ? [&] {
+                                        const StageParams one = stage_params(g, c.plan, 1, false, false);
+                                        return (one.frozen_linear_dense + one.frozen_linear_expert) * c.weight_compute_bpp;
+                                    }()
+                                  : 0.0;
+    const double gptq_storing = t.recompute == Recompute::Full ? st.layers - rl.checkpointed : st.layers;
+    mem.activations += st.microbatches_in_flight * gptq_storing * gptq_saved;
     if (first) mem.activations += st.microbatches_in_flight * g.stored_first.bytes(sq, mb, tp, sp);
     if (last) {
         mem.activations += g.stored_last.bytes(sq, mb, tp, sp);
@@ -436,6 +450,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // and scores on top of the layer's stored (or recomputed) tensors, also after
     // the loss's backward (opgraph attn_backward_working).
     recomputed += g.attn_backward_working.bytes(sq, mb, tp, sp);
+    if (t.recompute == Recompute::Full) recomputed += rl.working * gptq_saved;
     // Held logits are not freed by the loss's backward: only the rest is reused.
     temp += std::max(0.0, recomputed - (mem.logits - held_logits));
     if (runs_deepspeed_zero12(t)) {
