@@ -200,7 +200,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     if (const double share = power_limited_share(s.cluster.gpu); share < 1.0) {
         const GpuSpec& g = s.cluster.gpu;
         out << fmt::format("  (GEMMs at the rate this GPU holds at its power limit, {:.0f} % of a short burst's: {:.1f} of {:.1f} bf16 TFLOP/s{})\n",
-                           100 * share, g.sustained_matmul_flops / units::TFLOPS, g.sustained_matmul_flops / share / units::TFLOPS,
+                           100 * share, g.sustained_matmul_flops / units::TFLOPS, burst_matmul_flops(g) / units::TFLOPS,
                            g.sustained_clock_mhz > 0 ? fmt::format(", SM clock {:.0f} MHz", g.sustained_clock_mhz) : "");
     }
     if (s.cluster.num_gpus > 1)

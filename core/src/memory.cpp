@@ -367,12 +367,11 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // the layer's backward (bitsandbytes' MatMul4Bit keeps the packed 4-bit one):
     // a layer's frozen linear weights in 16-bit, per layer that stores its
     // tensors; under full recompute only the layers rebuilt in backward hold them.
-    const double gptq_saved = t.method == Method::QLoRA && t.qlora.quant == QuantType::GPTQ
-                                  ? [&] {
-                                        const StageParams one = stage_params(g, c.plan, 1, false, false);
-                                        return (one.frozen_linear_dense + one.frozen_linear_expert) * c.weight_compute_bpp;
-                                    }()
-                                  : 0.0;
+    double gptq_saved = 0;
+    if (t.method == Method::QLoRA && t.qlora.quant == QuantType::GPTQ) {
+        const StageParams one = stage_params(g, c.plan, 1, false, false);
+        gptq_saved = (one.frozen_linear_dense + one.frozen_linear_expert) * c.weight_compute_bpp;
+    }
     const double gptq_storing = t.recompute == Recompute::Full ? st.layers - rl.checkpointed : st.layers;
     mem.activations += st.microbatches_in_flight * gptq_storing * gptq_saved;
     if (first) mem.activations += st.microbatches_in_flight * g.stored_first.bytes(sq, mb, tp, sp);

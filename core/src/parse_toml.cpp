@@ -8,6 +8,7 @@
 #include "trainplan/moves.hpp"
 #include "trainplan/policy.hpp"
 #include "trainplan/schema.hpp"
+#include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan {
@@ -176,8 +177,7 @@ Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filenam
         r.error("bf16_tflops", "a GPU preset needs at least one of fp32_tflops, bf16_tflops, fp16_tflops");
     if (errs.empty() && g.sustained_matmul_flops > 0) {
         // The power-saturated rate is at most the burst rate it settles from.
-        const double eff = g.matmul_efficiency > 0 ? g.matmul_efficiency : policy().gemm_efficiency;
-        const double burst = g.peak_flops(NumericFormat::BF16) * eff;
+        const double burst = burst_matmul_flops(g);
         if (g.sustained_matmul_flops > burst)
             r.error("sustained_matmul_tflops", "sustained_matmul_tflops = " + detail::fixed(g.sustained_matmul_flops / units::TFLOPS, 1) +
                                                    " must not exceed the burst GEMM rate, bf16 peak x matmul_efficiency = " +

@@ -11,8 +11,16 @@
 
 namespace trainplan {
 
+// Large-GEMM fraction of dense peak in a short burst: the GPU's measured "Maximum
+// Achievable Matmul FLOPS" fraction where the preset has one, else the policy default.
+namespace {
+double burst_matmul_fraction(const GpuSpec& g) { return g.matmul_efficiency > 0 ? g.matmul_efficiency : policy().gemm_efficiency; }
+}  // namespace
+
+double burst_matmul_flops(const GpuSpec& g) { return g.peak_flops(NumericFormat::BF16) * burst_matmul_fraction(g); }
+
 double power_limited_share(const GpuSpec& g) {
-    const double burst = g.peak_flops(NumericFormat::BF16) * (g.matmul_efficiency > 0 ? g.matmul_efficiency : policy().gemm_efficiency);
+    const double burst = burst_matmul_flops(g);
     // (parse_gpu_toml refuses a sustained rate above the burst one.)
     if (g.sustained_matmul_flops <= 0 || burst <= 0) return 1.0;
     return g.sustained_matmul_flops / burst;
@@ -22,9 +30,7 @@ Efficiencies efficiencies(const GpuSpec& g, AttentionKernel k) {
     // Every fallback is policy data (data/defaults.toml, with its source).
     const Policy& pol = policy();
     Efficiencies e;
-    // Large-GEMM fraction of dense peak: the GPU's measured "Maximum Achievable
-    // Matmul FLOPS" fraction where the preset has one, else the policy default.
-    e.gemm = g.matmul_efficiency > 0 ? g.matmul_efficiency : pol.gemm_efficiency;
+    e.gemm = burst_matmul_fraction(g);
     e.hbm = g.memory_bandwidth_efficiency > 0 ? g.memory_bandwidth_efficiency : pol.hbm_efficiency;
     // Fused attention per architecture x kernel generation; an architecture
     // without a row takes the fallback row (architecture_warning() says so).

@@ -24,8 +24,11 @@ struct Efficiencies {
     bool attention_fallback = false;  // the GPU's architecture has no policy row (see architecture_warning())
 };
 [[nodiscard]] Efficiencies efficiencies(const GpuSpec& g, AttentionKernel k = AttentionKernel::Flash2);
+// Large 16-bit GEMMs in a short burst at the boost clock: bf16 peak x the preset's
+// matmul_efficiency (else the policy default).
+[[nodiscard]] double burst_matmul_flops(const GpuSpec& g);
 // Sustained over burst tensor-core rate of a power-saturated GPU: the preset's
-// sustained_matmul_tflops over its bf16 peak x matmul_efficiency; 1 without one.
+// sustained_matmul_tflops over burst_matmul_flops; 1 without one.
 [[nodiscard]] double power_limited_share(const GpuSpec& g);
 
 // Where the parallel groups land on the machines, and what each costs.
