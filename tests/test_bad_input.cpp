@@ -23,7 +23,7 @@ TEST_CASE("broken model and config files", "[bad-input]") {
         {"zero-layers.toml", at("zero-layers.toml", ":3:14", "num_layers = 0 must be at least 1")},
         {"wrong-type.toml", at("wrong-type.toml", ":4:15", "hidden_size = \"4096\" must be an integer")},
         {"malformed.json", at("malformed.json", ":5:1", "invalid JSON: parse error at line 5, column 1: syntax error while parsing object key - unexpected end of input; expected string literal")},
-        {"unsupported.json", at("unsupported.json", ":2", "model_type = \"t5\" is not supported (decoder-only types: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, phi, falcon, gpt2, gpt_neox, gptj, opt, bloom, mpt, starcoder2, gpt_bigcode)")},
+        {"unsupported.json", at("unsupported.json", ":2", "model_type = \"t5\" is not supported (decoder-only types: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, gemma3 (its text_config, with the vision encoder's weights), phi3, phi, falcon, gpt2, gpt_neox, gptj, opt, bloom, mpt, starcoder2, gpt_bigcode)")},
     }));
     CAPTURE(fixture);
     const auto r = cli({"fit", tp_test::data("bad/" + fixture), "--gpu", "rtx-4090"});

@@ -22,7 +22,9 @@ TEST_CASE("for every model preset the graph's weights sum exactly to count_param
         const StepGraph full = build_step_graph(m, t);
         // Exact: integers well under 2^53.
         CHECK(full.model_params(m.num_layers) == static_cast<double>(pc.total));
-        CHECK(full.model_params(m.num_layers, true) == static_cast<double>(pc.total));
+        // A full fine-tune trains all of it but an image encoder, which text
+        // batches leave idle (opgraph.cpp).
+        CHECK(full.model_params(m.num_layers, true) == static_cast<double>(pc.total - pc.vision));
         for (Method method : {Method::LoRA, Method::QLoRA}) {
             t.method = method;
             t.lora.targets = kLoraAll;

@@ -321,6 +321,26 @@ TEST_CASE("an inline [model] round-trips through the scenario file", "[schema]")
     same_evaluation(*s, *s2);
 }
 
+TEST_CASE("an inline [model] with a vision encoder round-trips through the scenario file", "[schema]") {
+    ScenarioInput in;
+    in.model_inline = tp_test::model("gemma-3-27b");
+    in.gpu = "h100-sxm";
+    in.method = Method::LoRA;
+    auto s = resolve_scenario(in, cached());
+    REQUIRE(s);
+    const std::string text = scenario_to_toml(*s, "");
+    CHECK(text.find("[model.vision]") != std::string::npos);
+    auto back = parse_scenario_toml(text, "inline.toml");
+    REQUIRE(back);
+    REQUIRE(back->model_inline);
+    CHECK(back->model_inline->vision.num_layers == 27);
+    CHECK(back->model_inline->vision.image_size == 896);
+    auto s2 = resolve_scenario(*back, cached());
+    REQUIRE(s2);
+    CHECK(count_params(s2->model).total == 27'432'406'640);  // the checkpoint's count
+    same_evaluation(*s, *s2);
+}
+
 TEST_CASE("hybrid sharding survives save and the copied command line (issue 10)", "[schema]") {
     // The scenario from the issue: 32 x A100 80GB, 4 nodes, full recompute, FSDP hybrid-shard.
     ScenarioInput in;

@@ -44,6 +44,14 @@ double optimizer_state_bytes(OptimizerKind o, double state_bytes, double adafact
 
 }  // namespace
 
+double parameter_storage_bytes(const TrainingSetup& t) {
+    // torch autocast leaves the parameters fp32 and casts a copy per use; every
+    // other setup stores them in the compute dtype (16-bit beside an fp32 master
+    // under DeepSpeed / Megatron, fp32 under fp32 training).
+    const bool mixed = t.precision == Precision::FP16Mixed || t.precision == Precision::BF16Mixed || t.precision == Precision::FP8Mixed;
+    return mixed && t.framework == Framework::PyTorchAMP ? 4.0 : activation_bytes_per_elem(t.precision);
+}
+
 BytesPerParam bytes_per_trainable_param(const TrainingSetup& t) {
     BytesPerParam b;
     double state = 4;
@@ -69,7 +77,7 @@ BytesPerParam bytes_per_trainable_param(const TrainingSetup& t) {
                     b.weights = 2; b.gradients = t.grad_reduce_bf16 ? 2 : 4; b.master = 4;
                     break;
                 case Framework::PyTorchAMP: // fp32 params and grads; autocast caches
-                    b.weights = 4 + 2;      // 16-bit copies of the weights for the step
+                    b.weights = parameter_storage_bytes(t) + 2;  // 16-bit copies of the weights for the step
                     b.gradients = 4; b.master = 0;
                     // FSDP that shards casts inside its all-gather (MixedPrecision /
                     // MixedPrecisionPolicy param_dtype): the 16-bit weights are the
@@ -215,9 +223,11 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
 void stage_states(const MemoryContext& c, const StageParams& p, MemoryBreakdown& mem) {
     const ShardPlan& plan = c.plan;
     if (c.s.setup.method == Method::Full) {
-        const ModelStates dense = model_states(p.dense, c.bpp, plan.dense);
+        // Weights a full fine-tune holds without training them (an idle image
+        // encoder: opgraph.cpp) keep the model's weight dtype and nothing else.
+        const ModelStates dense = model_states(p.dense - p.frozen_other, c.bpp, plan.dense);
         const ModelStates experts = model_states(p.expert, c.bpp, plan.expert);
-        mem.weights = dense.weights + experts.weights;
+        mem.weights = dense.weights + experts.weights + p.frozen_other * parameter_storage_bytes(c.s.setup) / plan.dense.weights;
         if (c.s.setup.fsdp == FsdpStrategy::ShardGradOp) {
             // FSDP SHARD_GRAD_OP (FSDP2 reshard_after_forward=False) shards the
             // parameters at rest like FULL_SHARD but keeps every unit's gathered

@@ -12,6 +12,25 @@ std::int64_t mlp_params(const ModelSpec& m, std::int64_t ffn) {
     return p;
 }
 
+std::int64_t vision_params(const VisionSpec& v, std::int64_t text_hidden) {
+    if (v.num_layers <= 0) return 0;
+    const std::int64_t h = v.hidden, f = v.ffn;
+    // SiglipEncoderLayer: layer_norm1 and layer_norm2 (scale and shift), q, k, v and
+    // out_proj with biases, fc1 and fc2 with biases.
+    const std::int64_t layer = 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h);
+    // SiglipVisionEmbeddings: the patch convolution (with bias) and one learned
+    // position per patch; post_layernorm.
+    const std::int64_t side = v.patch > 0 ? v.image_size / v.patch : 0;
+    const std::int64_t embed = v.channels * v.patch * v.patch * h + h + side * side * h;
+    // SiglipMultiheadAttentionPoolingHead: probe, in_proj (3h x h + 3h), out_proj,
+    // layernorm, MLP.
+    const std::int64_t head = v.head ? h + 3 * h * h + 3 * h + h * h + h + 2 * h + (h * f + f) + (f * h + h) : 0;
+    // Gemma3MultiModalProjector: mm_soft_emb_norm (RMSNorm over the vision width)
+    // and mm_input_projection_weight (vision width x decoder width, no bias).
+    const std::int64_t projector = h + h * text_hidden;
+    return v.num_layers * layer + embed + 2 * h + head + projector;
+}
+
 ParamCounts count_params(const ModelSpec& m) {
     ParamCounts c;
     const std::int64_t h = m.hidden;
@@ -37,7 +56,8 @@ ParamCounts count_params(const ModelSpec& m) {
     if (m.lm_head_bias) c.lm_head += m.vocab;
     c.final_norm = m.final_norm ? norm_params : 0;
 
-    c.total = m.num_layers * c.per_layer + c.embedding + c.positions + c.lm_head + c.final_norm;
+    c.vision = vision_params(m.vision, h);
+    c.total = m.num_layers * c.per_layer + c.embedding + c.positions + c.lm_head + c.final_norm + c.vision;
     c.non_embedding = c.total - c.embedding - c.positions - c.lm_head;
     c.active = c.total;
     if (m.is_moe()) {

@@ -182,6 +182,7 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
     const bool eager = !sc.fused_elementwise;
     switch (o.role) {
         case OpRole::PositionEmbedding: return 2;  // lookup + add
+        case OpRole::VisionEncoder: return 0;      // idle on text batches
         case OpRole::EmbeddingNorm:
         case OpRole::AttnNorm:
         case OpRole::PostAttnNorm:
@@ -407,6 +408,21 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             const int in = b.tensor("embedding_norm_in", h, norm_in_bytes, R);
             OpDef& n = b.elementwise("embedding_norm", OpRole::EmbeddingNorm, OpKind::Norm, R, norm_bytes, {in});
             Builder::owns(n, 2 * h, base_trained, ShardClass::Norm, false);
+        }
+        if (m.has_vision()) {
+            // The image encoder and projector (VisionSpec): held with the embedding,
+            // idle on text batches -- no FLOPs, no stored tensors, no gradient
+            // (autograd never reaches it). A torch optimizer creates state only for a
+            // parameter that has a gradient (torch.optim.AdamW initialises its state
+            // at the first step that sees one): weights only. An engine that casts
+            // the model itself (DeepSpeed ZeRO, Megatron) builds its fp32 master,
+            // gradient and optimizer partitions for every parameter that requires
+            // grad when it wraps the model: a full fine-tune pays those too. Under
+            // LoRA / QLoRA it is frozen (16-bit; the quantized base is the decoder's
+            // linear layers).
+            OpDef& vis = b.op("vision_encoder", OpRole::VisionEncoder, OpKind::Lookup, R, {});
+            Builder::owns(vis, static_cast<double>(vision_params(m.vision, m.hidden)), base_trained && engine_casts_model(t),
+                          ShardClass::Dense, false);
         }
         if (dropout) {
             // Korthikanti's "p sbh/t" term: the embedding dropout mask, 1 B per element.

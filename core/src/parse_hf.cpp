@@ -15,20 +15,22 @@ namespace {
 using json = nlohmann::json;
 
 // Line of the first occurrence of "key" in the text (nlohmann does not keep positions).
-int line_of(std::string_view text, const std::string& key) {
+int line_of(std::string_view text, const std::string& key, size_t from = 0) {
     const std::string needle = "\"" + key + "\"";
-    const size_t pos = text.find(needle);
+    const size_t pos = text.find(needle, from);
     if (pos == std::string_view::npos) return 0;
     return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
 }
 
 class JsonReader {
 public:
-    JsonReader(const json& j, std::string_view text, std::string file, std::vector<Diagnostic>& errs)
-        : j_(j), text_(text), file_(std::move(file)), errs_(errs) {}
+    // `from`: where the object starts in the text (a nested one: its keys are
+    // looked for after it).
+    JsonReader(const json& j, std::string_view text, std::string file, std::vector<Diagnostic>& errs, size_t from = 0)
+        : j_(j), text_(text), file_(std::move(file)), errs_(errs), from_(from) {}
 
     void error(const std::string& key, const std::string& msg) {
-        errs_.push_back({file_, line_of(text_, key), 0, key, msg});
+        errs_.push_back({file_, line_of(text_, key, from_), 0, key, msg});
     }
     bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
 
@@ -75,6 +77,7 @@ private:
     std::string_view text_;
     std::string file_;
     std::vector<Diagnostic>& errs_;
+    size_t from_ = 0;
 };
 
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 22;
@@ -117,7 +120,32 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
     if (!j.is_object()) return Diagnostic{filename, 1, 1, "", "config.json must hold a JSON object"};
 
     std::vector<Diagnostic> errs;
-    JsonReader r(j, text, filename, errs);
+    // Gemma 3's multimodal checkpoints (4B, 12B, 27B: Gemma3ForConditionalGeneration,
+    // model_type "gemma3") nest the decoder in text_config and the SigLIP encoder in
+    // vision_config, each leaving out what its class defaults (transformers
+    // configuration_gemma3.py Gemma3TextConfig, configuration_siglip.py
+    // SiglipVisionConfig). The decoder is read as a gemma3_text config with those
+    // defaults filled in (head_dim 256 is not hidden / heads there).
+    json text_config;
+    const json* vision_config = nullptr;
+    if (j.contains("model_type") && j["model_type"] == "gemma3") {
+        if (!j.contains("text_config") || !j["text_config"].is_object())
+            return Diagnostic{filename, line_of(text, "model_type"), 0, "text_config",
+                              "model_type = \"gemma3\" needs a \"text_config\" object (the decoder's settings)"};
+        text_config = j["text_config"];
+        const json defaults = {{"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+                               {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256},
+                               {"max_position_embeddings", 131072}, {"tie_word_embeddings", true}, {"sliding_window", 4096},
+                               {"sliding_window_pattern", 6}, {"hidden_activation", "gelu_pytorch_tanh"}};
+        for (const auto& [k, v] : defaults.items())
+            if (!text_config.contains(k) || text_config[k].is_null()) text_config[k] = v;
+        text_config["model_type"] = "gemma3_text";
+        if (j.contains("_name_or_path")) text_config["_name_or_path"] = j["_name_or_path"];
+        if (j.contains("vision_config") && j["vision_config"].is_object()) vision_config = &j["vision_config"];
+    }
+    const json& c = text_config.is_null() ? j : text_config;
+    const size_t text_at = text_config.is_null() ? std::string_view::npos : text.find("\"text_config\"");
+    JsonReader r(c, text, filename, errs, text_at == std::string_view::npos ? 0 : text_at);
     ModelSpec m;
     m.id = id;
     m.source = filename + " (Hugging Face config.json)";
@@ -131,11 +159,11 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         return Error(errs);
     }
     if (!kTypes.count(type)) {
-        r.error("model_type", "model_type = \"" + type + "\" is not supported (decoder-only types: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, phi, falcon, gpt2, gpt_neox, gptj, opt, bloom, mpt, starcoder2, gpt_bigcode)");
+        r.error("model_type", "model_type = \"" + type + "\" is not supported (decoder-only types: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, gemma3 (its text_config, with the vision encoder's weights), phi3, phi, falcon, gpt2, gpt_neox, gptj, opt, bloom, mpt, starcoder2, gpt_bigcode)");
         return Error(errs);
     }
     m.family = type;
-    m.name = j.contains("_name_or_path") && j["_name_or_path"].is_string() ? j["_name_or_path"].get<std::string>() : id;
+    m.name = c.contains("_name_or_path") && c["_name_or_path"].is_string() ? c["_name_or_path"].get<std::string>() : id;
 
     if (auto v = r.integer({"num_hidden_layers", "n_layer", "num_layers", "n_layers"}, 1, 100000, true)) m.num_layers = *v;
     if (auto v = r.integer({"hidden_size", "n_embd", "d_model"}, 1, kMaxDim, true)) m.hidden = *v;
@@ -153,7 +181,7 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
 
     // FFN size: intermediate_size, or the family's default multiple of hidden.
     if (auto v = r.integer({"intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"}, 1, kMaxDim, false)) m.ffn = *v;
-    else if (type == "mpt" && j.contains("expansion_ratio") && j["expansion_ratio"].is_number()) m.ffn = static_cast<std::int64_t>(j["expansion_ratio"].get<double>() * static_cast<double>(m.hidden));
+    else if (type == "mpt" && c.contains("expansion_ratio") && c["expansion_ratio"].is_number()) m.ffn = static_cast<std::int64_t>(c["expansion_ratio"].get<double>() * static_cast<double>(m.hidden));
     else if (type == "mpt") m.ffn = 4 * m.hidden;  // MPT default expansion_ratio = 4
     else m.ffn = 4 * m.hidden;
 
@@ -190,7 +218,22 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         if (windowed) {
             if (auto w = r.integer({"sliding_window"}, 1, std::int64_t{1} << 26, false)) m.sliding_window = *w;
             if (type == "gemma2") m.sliding_window_global_every = 2;
-            if (type == "gemma3_text") m.sliding_window_global_every = static_cast<int>(r.integer({"sliding_window_pattern"}, 1, 100000, false).value_or(6));
+            if (type == "gemma3_text") m.sliding_window_global_every = static_cast<int>(r.integer({"sliding_window_pattern", "_sliding_window_pattern"}, 1, 100000, false).value_or(6));
+        }
+        // transformers 4.53 and later write each layer's kind out (layer_types:
+        // "sliding_attention" / "full_attention"); where present it decides: the
+        // global layers' count sets the period, none windows every layer, all none.
+        if (c.contains("layer_types") && c["layer_types"].is_array() && m.num_layers > 0) {
+            const auto& kinds = c["layer_types"];
+            const auto full = std::count_if(kinds.begin(), kinds.end(), [](const json& k) { return k.is_string() && k.get<std::string>() == "full_attention"; });
+            if (static_cast<std::int64_t>(kinds.size()) != m.num_layers) {
+                r.error("layer_types", "layer_types lists " + std::to_string(kinds.size()) + " layers, num_hidden_layers = " + std::to_string(m.num_layers));
+            } else if (full == m.num_layers) {
+                m.sliding_window = 0;
+                m.sliding_window_global_every = 0;
+            } else if (m.sliding_window > 0) {
+                m.sliding_window_global_every = full > 0 ? static_cast<int>((m.num_layers + full / 2) / full) : 0;
+            }
         }
     } else if (type == "gpt2" || type == "gpt_bigcode") {
         m.norm = NormKind::LayerNorm; m.norm_bias = true; m.position = PositionKind::Learned;
@@ -220,8 +263,8 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         m.packed_qkv = true;  // query_key_value
     } else if (type == "mpt") {
         m.norm = NormKind::LayerNorm; m.norm_bias = !r.boolean("no_bias").value_or(true);
-        const bool alibi = j.contains("attn_config") && j["attn_config"].is_object() && j["attn_config"].contains("alibi") &&
-                           j["attn_config"]["alibi"].is_boolean() && j["attn_config"]["alibi"].get<bool>();
+        const bool alibi = c.contains("attn_config") && c["attn_config"].is_object() && c["attn_config"].contains("alibi") &&
+                           c["attn_config"]["alibi"].is_boolean() && c["attn_config"]["alibi"].get<bool>();
         m.position = alibi ? PositionKind::ALiBi : PositionKind::Learned;
         m.activation = Activation::GELU; m.qkv_bias = m.out_bias = m.mlp_bias = !r.boolean("no_bias").value_or(true);
         m.tied_embeddings = true;
@@ -262,12 +305,27 @@ Result<ModelSpec> parse_hf_config_impl(std::string_view text, const std::string&
         }
         if (auto n = r.integer({"n_shared_experts"}, 0, 65536, false)) m.moe.shared_experts = static_cast<int>(*n);
     }
+    if (vision_config) {
+        // SiglipVisionConfig's defaults where vision_config leaves a key out.
+        const size_t at = text.find("\"vision_config\"");
+        JsonReader vr(*vision_config, text, filename, errs, at == std::string_view::npos ? 0 : at);
+        m.vision.num_layers = vr.integer({"num_hidden_layers"}, 1, 100000, false).value_or(12);
+        m.vision.hidden = vr.integer({"hidden_size"}, 1, kMaxDim, false).value_or(768);
+        m.vision.ffn = vr.integer({"intermediate_size"}, 1, kMaxDim, false).value_or(3072);
+        m.vision.patch = vr.integer({"patch_size"}, 1, 4096, false).value_or(16);
+        m.vision.image_size = vr.integer({"image_size"}, 1, 1 << 20, false).value_or(224);
+        m.vision.channels = vr.integer({"num_channels"}, 1, 64, false).value_or(3);
+        m.vision.head = vr.boolean("vision_use_head").value_or(true);
+    }
     if (auto p = r.number("attention_dropout")) m.dropout = std::max(m.dropout, *p);
     if (auto p = r.number("hidden_dropout")) m.dropout = std::max(m.dropout, *p);
     if (auto p = r.number("resid_pdrop")) m.dropout = std::max(m.dropout, *p);
 
     if (!errs.empty()) return Error(errs);
-    for (const Diagnostic& d : check_model(m)) r.error(d.key == "num_kv_heads" ? "num_key_value_heads" : d.key, d.message);
+    for (const Diagnostic& d : check_model(m)) {
+        const std::string key = d.key == "num_kv_heads" ? "num_key_value_heads" : d.key.rfind("vision.", 0) == 0 ? d.key.substr(7) : d.key;
+        r.error(key, d.message);
+    }
     if (!errs.empty()) return Error(errs);
     return m;
 }

@@ -42,6 +42,9 @@ std::vector<Diagnostic> check_model(const ModelSpec& m) {
         if (m.moe.top_k < 1 || m.moe.top_k > m.moe.num_experts)
             fail("top_k", "top_k = " + std::to_string(m.moe.top_k) + " must be between 1 and num_experts = " + std::to_string(m.moe.num_experts));
     }
+    if (m.has_vision() && m.vision.image_size < m.vision.patch)
+        fail("vision.image_size", "image_size = " + std::to_string(m.vision.image_size) + " must be at least patch_size = " +
+                               std::to_string(m.vision.patch) + " (one patch per image at least)");
     if (m.position == PositionKind::Learned && m.max_seq_len <= 0)
         fail("max_seq_len", "learned positions need max_seq_len >= 1");
     return d;
@@ -101,6 +104,17 @@ void read_model_keys(TomlReader& r, ModelSpec& m, std::vector<Diagnostic>& errs,
         m.moe.shared_expert_ffn = m.moe.expert_ffn;
         if (auto v = mr.integer("shared_expert_ffn_hidden_size", 1, kMaxDim)) m.moe.shared_expert_ffn = *v;
         mr.finish();
+    }
+    if (const toml::table* vis = r.subtable("vision")) {
+        TomlReader vr(*vis, file, "[vision]", errs);
+        if (auto v = vr.integer("num_layers", 1, 100000, true)) m.vision.num_layers = *v;
+        if (auto v = vr.integer("hidden_size", 1, kMaxDim, true)) m.vision.hidden = *v;
+        if (auto v = vr.integer("ffn_hidden_size", 1, kMaxDim, true)) m.vision.ffn = *v;
+        if (auto v = vr.integer("patch_size", 1, 4096, true)) m.vision.patch = *v;
+        if (auto v = vr.integer("image_size", 1, 1 << 20, true)) m.vision.image_size = *v;
+        if (auto v = vr.integer("channels", 1, 64)) m.vision.channels = *v;
+        if (auto v = vr.boolean("head")) m.vision.head = *v;
+        vr.finish();
     }
     if (m.head_dim == 0 && m.num_heads > 0) {
         if (m.hidden % m.num_heads != 0 && !r.has("head_dim"))

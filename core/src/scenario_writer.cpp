@@ -74,6 +74,10 @@ void write_inline_model(std::ostream& o, const ModelSpec& m) {
     if (m.is_moe())
         o << "\n[model.moe]\nnum_experts = " << m.moe.num_experts << "\ntop_k = " << m.moe.top_k << "\nshared_experts = " << m.moe.shared_experts
           << "\nexpert_ffn_hidden_size = " << m.moe.expert_ffn << "\nshared_expert_ffn_hidden_size = " << m.moe.shared_expert_ffn << "\n";
+    if (m.has_vision())
+        o << "\n[model.vision]\nnum_layers = " << m.vision.num_layers << "\nhidden_size = " << m.vision.hidden << "\nffn_hidden_size = " << m.vision.ffn
+          << "\npatch_size = " << m.vision.patch << "\nimage_size = " << m.vision.image_size << "\nchannels = " << m.vision.channels
+          << "\nhead = " << tf(m.vision.head) << "\n";
 }
 
 }  // namespace

@@ -32,6 +32,9 @@ public:
 
     Origin origin(const std::string& key) const {
         if (const toml::node* n = t_.get(key)) return {file_, static_cast<int>(n->source().begin.line), static_cast<int>(n->source().begin.column)};
+        // A key of a subtable, as "vision.image_size".
+        if (key.find('.') != std::string::npos)
+            if (const toml::node* n = t_.at_path(key).node()) return {file_, static_cast<int>(n->source().begin.line), static_cast<int>(n->source().begin.column)};
         return {file_, static_cast<int>(t_.source().begin.line), static_cast<int>(t_.source().begin.column)};
     }
 

@@ -49,6 +49,9 @@ struct BytesPerParam {
     [[nodiscard]] double total() const { return weights + gradients + master + optimizer_states; }
 };
 [[nodiscard]] BytesPerParam bytes_per_trainable_param(const TrainingSetup& t);
+// Bytes a parameter is stored in, without the step's cast copies (a weight the
+// step never uses: an idle image encoder).
+[[nodiscard]] double parameter_storage_bytes(const TrainingSetup& t);
 
 // Bits per parameter of a QLoRA base weight: 4 + the quantization constants.
 [[nodiscard]] double qlora_bits_per_param(const QLoraConfig& q);

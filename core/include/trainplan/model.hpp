@@ -22,6 +22,21 @@ struct MoESpec {
     std::int64_t shared_expert_ffn = 0;
 };
 
+// An image encoder beside the decoder, with the projector that feeds its patch
+// features to the decoder (Gemma 3: a SigLIP ViT, transformers modeling_siglip.py
+// SiglipVisionTransformer, and Gemma3MultiModalProjector). Its weights are part of
+// the model (trained by a full fine-tune, frozen under LoRA); trainplan's batches
+// are text, so it runs no FLOPs and stores no activations.
+struct VisionSpec {
+    std::int64_t num_layers = 0;  // 0: no vision encoder
+    std::int64_t hidden = 0;
+    std::int64_t ffn = 0;
+    std::int64_t patch = 0;       // patch_size: a patch x patch x channels convolution
+    std::int64_t image_size = 0;  // (image_size / patch)^2 learned position rows
+    std::int64_t channels = 3;
+    bool head = false;            // SigLIP's attention-pooling head (vision_use_head)
+};
+
 struct ModelSpec {
     std::string id;       // preset name or file the model came from
     std::string name;     // display name
@@ -79,12 +94,14 @@ struct ModelSpec {
     bool logits_upcast = true;
 
     MoESpec moe;
+    VisionSpec vision;
     std::int64_t reference_params = 0;  // published exact count, 0 if none
 
     [[nodiscard]] bool gated() const {
         return activation == Activation::SwiGLU || activation == Activation::GeGLU;
     }
     [[nodiscard]] bool is_moe() const { return moe.num_experts > 0; }
+    [[nodiscard]] bool has_vision() const { return vision.num_layers > 0; }
     [[nodiscard]] std::int64_t q_dim() const { return num_heads * head_dim; }
     [[nodiscard]] std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
 };
@@ -104,6 +121,7 @@ struct ParamCounts {
     std::int64_t positions = 0;      // learned position embedding
     std::int64_t lm_head = 0;        // 0 when tied
     std::int64_t final_norm = 0;
+    std::int64_t vision = 0;         // image encoder and its projector (VisionSpec)
 
     std::int64_t total = 0;
     std::int64_t active = 0;         // parameters touched per token (MoE: top-k experts)
@@ -111,6 +129,10 @@ struct ParamCounts {
 };
 
 [[nodiscard]] ParamCounts count_params(const ModelSpec& m);
+
+// Parameters of the image encoder and the projector into a decoder of hidden
+// size `text_hidden` (0 without one).
+[[nodiscard]] std::int64_t vision_params(const VisionSpec& v, std::int64_t text_hidden);
 
 // Parameters of one (dense or expert) MLP of the given intermediate size.
 [[nodiscard]] std::int64_t mlp_params(const ModelSpec& m, std::int64_t ffn);

@@ -37,7 +37,7 @@ enum class Site { First, Layer, Last };
 
 // What an op is. Memory and time key on these, never on names.
 enum class OpRole {
-    Embedding, PositionEmbedding, EmbeddingNorm, EmbeddingDropout,
+    Embedding, PositionEmbedding, EmbeddingNorm, EmbeddingDropout, VisionEncoder,
     AttnNorm, QProj, KProj, VProj, QkvProj, QkNorm, Rope,
     FlashAttention, AttnLayoutCopies, AttnScores, AttnSoftcap, AttnSoftmax, AttnDropout, AttnValues,
     OProj, PostAttnNorm, AttnOutDropout, AttnResidualAdd,
