@@ -190,6 +190,9 @@ TEST_CASE("fit says how much of a Gemma 3 checkpoint is its idle vision encoder"
     INFO(r.out << r.err);
     CHECK(r.code == 0);
     CHECK(r.out.find("params: 12.19 B total (421.3 M in the vision encoder and projector: weights only, text batches)") != std::string::npos);
+    const auto j = tp_test::cli_json("fit", {"gemma-3-4b", "--gpu", "rtx-4090", "--method", "qlora"});
+    CHECK(j["model"]["params"] == 4'300'079'472LL);  // the checkpoint's count
+    CHECK(j["model"]["vision_params"] == 27LL * 15'239'504 + 678'528 + 4'718'592 + 2'304 + 1'152 + 1152LL * 2560);
     // A preset whose image is smaller than one patch is refused at its key.
     const auto bad = parse_model_toml("name = \"x\"\nnum_layers = 2\nhidden_size = 64\nnum_heads = 4\nffn_hidden_size = 128\n"
                                       "vocab_size = 100\nmax_seq_len = 64\n[vision]\nnum_layers = 1\nhidden_size = 32\n"

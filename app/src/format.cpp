@@ -170,7 +170,7 @@ nlohmann::json scenario_json(const Scenario& s) {
     const ParamCounts pc = count_params(s.model);
     nlohmann::json j = {
         {"model", {{"id", s.model.id}, {"name", s.model.name}, {"approximate", s.model.approximate},
-                   {"params", pc.total}, {"active_params", pc.active}}},
+                   {"params", pc.total}, {"active_params", pc.active}, {"vision_params", pc.vision}}},
         {"run", {{"loader_workers", s.run.loader_workers}, {"worker_samples_per_s", s.run.worker_samples_per_s},
                  {"storage_bytes_per_s", s.run.storage_bytes_per_s}, {"sustained_clock", s.run.sustained_clock}}},
     };
