@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "commands.hpp"
 #include "trainplan/app/format.hpp"
 #include "trainplan/app/intervals.hpp"
@@ -49,7 +51,10 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
     row("activations", m.activations,
         fmt::format("{} layers x {:g} micro-batch{} in flight, recompute {}", st.layers, st.microbatches_in_flight,
                     st.microbatches_in_flight == 1 ? "" : "es", to_string(t.recompute)));
-    row("logits", m.logits, m.logits > 0 ? fmt::format("loss copies of the logits ({} stack)", to_string(t.stack)) : "");
+    row("logits", m.logits,
+        m.logits <= 0          ? ""
+        : t.fused_linear_ce ? "Liger fused linear cross-entropy: one token chunk's logits + the input's gradient"
+                               : fmt::format("loss copies of the logits ({} stack)", to_string(t.stack)));
     row("temporary", m.temporary,
         m.peak_at_step ? "peak at the optimizer step: " + gb(m.step_copies) + " of gradient copies, partly in the freed activations' place"
                        : "buffers, gathered layers, recompute working set");
@@ -173,7 +178,9 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
             out << fmt::format("       host RAM: {} per GPU{}\n", gb(r.memory.cpu),
                                r.memory.host_capacity > 0 ? fmt::format(" of the {} each GPU's share of the node allows", gb(r.memory.host_capacity))
                                                           : std::string(" (not checked: give --host-ram GiB per node)"));
-        out << fmt::format("       time per token {:+.0f} % ({}); {}{}\n", 100 * r.slowdown,
+        // (A change under half a percent reads "+0 %", not "-0 %".)
+        const double pct = std::abs(100 * r.slowdown) < 0.5 ? 0.0 : 100 * r.slowdown;
+        out << fmt::format("       time per token {:+.0f} % ({}); {}{}\n", pct,
                            r.extra_gpus > 0 ? fmt::format("+{} GPUs", r.extra_gpus) : "same GPUs", r.cost,
                            r.changes_result ? " [changes what is trained]" : "");
     }

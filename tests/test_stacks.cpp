@@ -10,6 +10,7 @@
 #include "trainplan/moves.hpp"
 #include "trainplan/opgraph.hpp"
 #include "trainplan/policy.hpp"
+#include "trainplan/rules.hpp"
 #include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
 #include "trainplan/validation.hpp"
@@ -88,6 +89,49 @@ TEST_CASE("stacks: logits bytes at the loss for an 8k x 128k step, per stack's l
     // the loss saves that fp32 copy and backward writes a new fp32 gradient
     // (inplace_backward=False): 4 + 4 = 8 B.
     CHECK(graph("llama-3-8b", Stack::HfFused).logits.bytes(8192, 1, 1, false) == Approx(n * 8));
+}
+
+TEST_CASE("Liger's fused linear cross-entropy: one token chunk's logits and the input's gradient", "[stacks][memory]") {
+    // liger-kernel fused_linear_cross_entropy_forward for Llama-3-8B at 8192 x 1 tokens:
+    // inc_factor = cdiv(128256, 4096) = 32, chunk_size = next_power_of_2(cdiv(8192, 32))
+    // = 256: a 256 x 128,256 bf16 logits chunk (65,667,072 B), grad_input 8192 x 4096
+    // bf16 (67,108,864 B), loss_1d 8192 fp32 (32,768 B): 132,808,704 B, against the
+    // 12.6 GB hf-peft keeps for the same step (above).
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::LoRA, Precision::BF16Mixed, 8192);
+    s.model = tp_test::model("llama-3-8b");
+    s.setup.fused_linear_ce = true;
+    CHECK(fused_linear_ce_bytes(s.model, s.setup, 8192) == 132'808'704);
+    CHECK(estimate_memory(s).peak().logits == 132'808'704);
+    // A non-power-of-two share: Gemma-3-27B (V 262,208, H 5,376) at 2,048 tokens:
+    // cdiv = 49, cdiv(2048, 49) = 42 -> 64 rows: 64 x 262,208 x 2 + 2048 x 5376 x 2 + 2048 x 4.
+    CHECK(fused_linear_ce_bytes(tp_test::model("gemma-3-27b"), s.setup, 2048) == 64.0 * 262208 * 2 + 2048.0 * 5376 * 2 + 2048.0 * 4);
+    // A chunk never exceeds the tokens: 100 tokens of a 32K vocabulary over H = 4096
+    // (cdiv 8, cdiv(100, 8) = 13 -> 16 rows).
+    CHECK(fused_linear_ce_bytes(tp_test::model("llama-2-7b"), s.setup, 100) == 16.0 * 32000 * 2 + 100.0 * 4096 * 2 + 400);
+    // Training with labels it returns no logits: nothing is held for the loop.
+    s.setup.held_outputs = HeldOutputs::Logits;
+    CHECK(estimate_memory(s).peak().logits == 132'808'704);
+    // The assumes line says so.
+    CHECK(app::describe_setup(s).find("loss Liger fused linear cross-entropy") != std::string::npos);
+    // A stack with its own loss kernel has no such switch, nor does tensor parallelism.
+    Scenario u = s;
+    u.setup.stack = Stack::Unsloth;
+    auto v = check_rules(u);
+    REQUIRE(v.size() == 1);
+    CHECK(v[0].rule == Rule::StackFusedLinearCe);
+    CHECK(v[0].message.find("fused_linear_ce = true needs a stack that runs it (generic-eager, hf-peft, hf-fused, deepspeed)") != std::string::npos);
+    // fit offers it where the logits overflow: Gemma-3-27B Q-LoRA on a 24 GB card,
+    // 2.1 GB over with the generic loss's 14 B per logit, fits with the chunked one.
+    Scenario g;
+    g.model = tp_test::model("gemma-3-27b");
+    g.cluster.gpu = tp_test::gpu("rtx-4090");
+    g.setup.method = Method::QLoRA;
+    g.setup.precision = Precision::BF16;
+    g.setup.recompute = Recompute::Full;
+    const FitReport rep = check_fit(g);
+    REQUIRE_FALSE(rep.fits);
+    REQUIRE_FALSE(rep.remedies.empty());
+    CHECK(rep.remedies[0].title == "Liger fused linear cross-entropy");
 }
 
 TEST_CASE("stacks: eager RMSNorm's fp32 input copy and eager SwiGLU's extra tensor", "[stacks][memory]") {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "trainplan/moves.hpp"
+#include "trainplan/policy.hpp"
 #include "trainplan/search.hpp"
 
 #include "text.hpp"
@@ -113,6 +114,10 @@ void same_hardware_remedies(Catalogue& c) {
     if (t.precision != Precision::FP32)
         c.add("FlashAttention", "exact attention; needs fp16/bf16", false,
               [](Scenario& x, Changes& ch, Advice&) { return set_flash_attention(x, ch); });
+    c.addresses({B::Memory});
+    if (!t.fused_linear_ce && policy().stack(t.stack).liger_loss)
+        c.add("Liger fused linear cross-entropy", "the head and loss in token chunks: the logits are never whole", false,
+              [](Scenario& x, Changes& ch, Advice&) { return set_fused_linear_ce(x, ch); });
     c.addresses({B::Memory, B::Communication});
     if (runs_torch_ddp(t) && !t.ddp_bucket_view)
         c.add("DDP gradient_as_bucket_view=True", "gradients become views into the all-reduce buckets: no bucket copy", false,

@@ -69,6 +69,8 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
     };
     const std::vector<Primary> primaries = {
         {"FlashAttention", 0, false, "none: exact attention, usually faster", set_flash_attention},
+        {"Liger fused linear cross-entropy", 0, false,
+         "none: the head and loss run in token chunks, same loss; the logits are never whole (liger-kernel)", set_fused_linear_ce},
         {"DDP gradient_as_bucket_view=True", 0, false, "none: the gradients become views into DDP's all-reduce buckets",
          set_ddp_bucket_view},
         {"DeepSpeed sub_group_size=1e8", 0, false, "none: the ZeRO-3 step copies its gradients to fp32 1e8 elements at a time",
@@ -104,6 +106,7 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
     // Cheap supporting changes added, in order, when a primary alone is not enough.
     const std::vector<std::pair<std::string, Apply>> supports = {
         {"FlashAttention", set_flash_attention},
+        {"fused linear cross-entropy", set_fused_linear_ce},
         {"DDP bucket view", set_ddp_bucket_view},
         {"DeepSpeed sub_group_size", shrink_ds_sub_group},
         {"NVLS off", disable_nvls},

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "trainplan/memory.hpp"
+#include "trainplan/policy.hpp"
 
 namespace trainplan {
 
@@ -82,6 +83,14 @@ bool set_flash_attention(Scenario& s, Changes& ch) {
     if (s.setup.flash_attention) return false;
     ch.note("flash_attention", "off", "on");
     s.setup.flash_attention = true;
+    return true;
+}
+
+bool set_fused_linear_ce(Scenario& s, Changes& ch) {
+    const TrainingSetup& t = s.setup;
+    if (t.fused_linear_ce || !policy().stack(t.stack).liger_loss || t.layout.tp > 1) return false;
+    ch.note("fused_linear_ce", "off", "on", " (Liger: use_liger_kernel=True)");
+    s.setup.fused_linear_ce = true;
     return true;
 }
 

@@ -1,6 +1,7 @@
 #include "trainplan/opgraph.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include "trainplan/policy.hpp"
 
 namespace trainplan {
@@ -323,6 +324,10 @@ LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t) { return loss
 
 LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t, bool vocab_parallel) {
     const StackConventions& sc = policy().stack(t.stack);
+    // Liger's fused linear cross-entropy keeps no logits-sized tensor in the graph:
+    // its chunk is a working buffer (fused_linear_ce_bytes).
+    if (t.fused_linear_ce)
+        return {0, 0, "Liger fused linear cross-entropy (the head and loss in token chunks of about tokens x hidden logits, none kept)"};
     if (vocab_parallel && !sc.loss_in_model) return {sc.loss_tp_logit_copies, sc.loss_tp_fp32_copies, sc.loss_tp};
     if (!sc.loss_in_model || m.logits_upcast) return {sc.loss_logit_copies, sc.loss_fp32_copies, sc.loss};
     // The model's loss on its 16-bit logits (data/defaults.toml, loss_in_model):
@@ -333,6 +338,21 @@ LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t, bool vocab_pa
     if (!engine_casts_model(t))
         return {2, 2, "16-bit logits (model code has no .float()) + shifted copy, autocast fp32 copy + fp32 log-probs (12 B/logit)"};
     return {3, 0, "16-bit logits (model code has no .float()) + shifted copy + 16-bit log-probs, no autocast under the engine (6 B/logit)"};
+}
+
+double fused_linear_ce_bytes(const ModelSpec& m, const TrainingSetup& t, double tokens) {
+    // liger-kernel ops/fused_linear_cross_entropy.py, fused_linear_cross_entropy_forward:
+    // inc_factor = cdiv(V, H), chunk_size = min(next_power_of_2(cdiv(BT, inc_factor)), BT);
+    // each chunk's logits (chunk_size x V, the input's dtype) are overwritten in place
+    // by their gradient, which the input-gradient and weight-gradient GEMMs read
+    // before the next chunk; grad_input (BT x H) and loss_1d (BT, fp32) live
+    // throughout. (The head's weight gradient, when it has one, is its gradient.)
+    const double H = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
+    const double bt = std::max(1.0, std::ceil(tokens));
+    const double inc = std::ceil(V / H);
+    const double chunk = std::min(bt, std::exp2(std::ceil(std::log2(std::ceil(bt / inc)))));
+    const double a = activation_bytes_per_elem(t.precision);
+    return chunk * V * a + bt * H * a + bt * 4.0;
 }
 
 SwigluKernel swiglu_kernel(const TrainingSetup& t) {
@@ -703,7 +723,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         head.weight.module_copy = lora && t.lora.train_embeddings;
         if (m.tied_embeddings) head.weight.tied_copy = true;  // the shared matrix: copied here when pp > 1
     }
-    if (m.final_logit_softcap > 0 && !sc.loss_fuses_softcap) {
+    if (m.final_logit_softcap > 0 && !sc.loss_fuses_softcap && !t.fused_linear_ce) {
         // Final logit soft-capping in model code (transformers Gemma2ForCausalLM,
         // LitGPT's do_softcapping: logits / cap, tanh, * cap, in 16-bit before any
         // upcast): three logits-sized passes, and tanh's output kept for its
@@ -732,6 +752,13 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // again backward.
         loss.hbm_bytes_per_token = V * a + 2 * V * (lc.fp32 > 0 ? 4.0 : a);
         loss.bwd_hbm_factor = 1;
+        // Fused: the gradients are made in forward (the chunk's logits written,
+        // read and rewritten in place; grad_input written); backward scales
+        // grad_input only.
+        if (t.fused_linear_ce) {
+            loss.hbm_bytes_per_token = 3 * V * a + h * a;
+            loss.bwd_hbm_factor = 2 * h * a / loss.hbm_bytes_per_token;
+        }
     }
 
     // --- stored bytes per recompute policy

@@ -235,6 +235,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.expert_parallel = r.boolean(from("expert_parallel"), sec, "expert_parallel");
         c.tp_comm_overlap = r.boolean(from("tp_comm_overlap"), sec, "tp_comm_overlap");
         c.activation_offload = r.boolean(from("activation_offload"), sec, "activation_offload");
+        c.liger_loss = r.boolean(from("liger_loss"), sec, "liger_loss");
         c.packed_qkv = r.boolean(from("packed_qkv"), sec, "packed_qkv");
         c.allocator_reserve_fraction = r.non_negative(from("allocator_reserve_fraction"), sec, "allocator_reserve_fraction");
         c.optimizer_foreach = r.boolean(from("optimizer_foreach"), sec, "optimizer_foreach");

@@ -55,6 +55,7 @@ constexpr RuleInfo kInfo[] = {
     {"stack-expert-parallel", "ep", S::Experts, "expert parallelism on a stack without it"},
     {"stack-tp-comm-overlap", "tp_comm_overlap", S::Setup, "TP communication overlap on a stack without it"},
     {"stack-activation-offload", "activation_offload", S::Setup, "activation offload on a stack without it"},
+    {"stack-fused-linear-ce", "fused_linear_ce", S::Setup, "Liger's fused linear cross-entropy on a stack with its own loss, or under tensor parallelism"},
 };
 
 static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == kRuleCount, "one RuleInfo per Rule");
@@ -300,6 +301,13 @@ const Check kStructural[] = {
      [](T(s)) { return refused(s, "tp_comm_overlap = true", &StackConventions::tp_comm_overlap, false); }},
     {Rule::StackActivationOffload, "activation_offload", [](T(s)) { return s.setup.activation_offload && !caps(s).activation_offload; },
      [](T(s)) { return refused(s, "activation_offload = true", &StackConventions::activation_offload, false); }},
+    {Rule::StackFusedLinearCe, "fused_linear_ce",
+     [](T(s)) { return s.setup.fused_linear_ce && (!caps(s).liger_loss || s.setup.layout.tp > 1); },
+     [](T(s)) {
+         if (!caps(s).liger_loss) return refused(s, "fused_linear_ce = true", &StackConventions::liger_loss, false);
+         return "fused_linear_ce = true needs tp = 1, got tp = " + num(s.setup.layout.tp) +
+                " (Liger's fused linear cross-entropy computes the whole vocabulary on each rank: it is not vocabulary-parallel)";
+     }},
 };
 
 #undef T

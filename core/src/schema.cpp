@@ -320,6 +320,9 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::ds_overlap_comm>("training", "ds_overlap_comm", "--ds-overlap-comm", "DeepSpeed overlap_comm", boolean(),
                                           "DeepSpeed zero_optimization.overlap_comm: ZeRO-1/2 reduce the gradient buckets on their own stream under backward and double-buffer them (default off, DeepSpeed's for stages 1-2: reduced on the compute stream, exposed)",
                                           TP_AT(setup.ds_overlap_comm)));
+    f.push_back(row<&In::fused_linear_ce>("training", "fused_linear_ce", "--fused-linear-ce", "Fused linear cross-entropy", boolean(),
+                                          "Liger's fused linear cross-entropy (transformers use_liger_kernel=True): the LM head and loss in token chunks, no whole logits (default off: the stack's own loss)",
+                                          TP_AT(setup.fused_linear_ce)));
     f.push_back(row<&In::ds_sub_group_size>("training", "ds_sub_group_size", "--ds-sub-group-size", "DeepSpeed sub_group_size",
                                             number(1, 1e15),
                                             "DeepSpeed zero_optimization.sub_group_size in elements: the ZeRO-3 step copies one sub-group's gradients at a time (default 1e9, DeepSpeed's)",

@@ -75,6 +75,7 @@ struct ScenarioInput {
     std::optional<bool> fsdp_limit_all_gathers;
     std::optional<double> ds_reduce_bucket;
     std::optional<bool> ds_overlap_comm;
+    std::optional<bool> fused_linear_ce;
     std::optional<double> ds_sub_group_size;
     std::optional<bool> ddp_bucket_view;
     std::optional<bool> tp_comm_overlap;

@@ -38,6 +38,8 @@ bool set_method(Scenario& s, Method m, Changes& ch);
 // ---- single settings
 bool set_recompute(Scenario& s, Recompute r, Changes& ch);      // either direction
 bool set_flash_attention(Scenario& s, Changes& ch);
+// Liger's fused linear cross-entropy where the stack's model code takes it.
+bool set_fused_linear_ce(Scenario& s, Changes& ch);
 // torch DDP's gradient_as_bucket_view=True: drops the bucket copy of the gradients
 // (false where the run is not plain torch DDP or the view is already on).
 bool set_ddp_bucket_view(Scenario& s, Changes& ch);

@@ -265,6 +265,10 @@ struct LossCopies {
 };
 [[nodiscard]] LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t);  // for t's own layout
 [[nodiscard]] LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t, bool vocab_parallel);
+// Bytes Liger's fused linear cross-entropy holds at the loss for `tokens` tokens of
+// one micro-batch (training.hpp fused_linear_ce): one chunk's logits, the input's
+// gradient and the fp32 per-token losses.
+[[nodiscard]] double fused_linear_ce_bytes(const ModelSpec& m, const TrainingSetup& t, double tokens);
 
 // The gated activation's kernel in this run (data/defaults.toml [stack.*]
 // fused_swiglu, swiglu_fuses_packed): eager `act(gate) * up`; fused (keeps gate

@@ -81,6 +81,9 @@ struct StackConventions {
     // --cpu-offloading, torchtune enable_activation_offloading, Unsloth's offloaded
     // gradient checkpointing).
     bool activation_offload = false;
+    // Liger's fused linear cross-entropy can replace the model's head and loss
+    // (transformers model code): data/defaults.toml [stack.*] liger_loss.
+    bool liger_loss = false;
     // The model code computes q, k and v in one module whatever the architecture
     // (Megatron's linear_qkv): data/defaults.toml [stack.*] packed_qkv.
     bool packed_qkv = false;

@@ -35,7 +35,7 @@ enum class Rule : int {
     ZeroWithPipeline, ParamOffloadNeedsZero3, OptimizerOffloadNeedsZero, OptimizerInBackwardNoAccumulation,
     LoraRankPositive, LoraTargetsNonEmpty, Fp8NeedsHardware, Bf16NeedsHardware, SeqWithinLearnedPositions, GpuHasMemory,
     // what the training stack can run (data/defaults.toml [stack.*] tensor_parallel, ...)
-    StackTensorParallel, StackContextParallel, StackPipelineParallel, StackExpertParallel, StackTpCommOverlap, StackActivationOffload,
+    StackTensorParallel, StackContextParallel, StackPipelineParallel, StackExpertParallel, StackTpCommOverlap, StackActivationOffload, StackFusedLinearCe,
     Count
 };
 inline constexpr std::size_t kRuleCount = static_cast<std::size_t>(Rule::Count);

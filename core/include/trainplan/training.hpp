@@ -194,6 +194,13 @@ struct TrainingSetup {
     // 5e8 elements, overlap_comm false for stages 1 and 2 (DeepSpeed config docs).
     double ds_reduce_bucket = 5e8;
     bool ds_overlap_comm = false;
+    // Liger's fused linear cross-entropy (liger-kernel
+    // ops/fused_linear_cross_entropy.py; transformers' use_liger_kernel=True,
+    // LigerFusedLinearCrossEntropyLoss): the LM head and the loss run together
+    // over chunks of the tokens sized so one chunk's logits are about tokens x
+    // hidden elements; the logits are never whole, and none is kept for backward
+    // (opgraph.cpp fused_linear_ce_bytes). Off: the stack's own loss.
+    bool fused_linear_ce = false;
     // DeepSpeed ZeRO-3 zero_optimization.sub_group_size (elements; DeepSpeed's
     // default 1e9, runtime/zero/config.py): the step walks the rank's partition
     // in sub-groups of at least this many elements (stage3.py
