@@ -92,7 +92,7 @@ std::string describe_setup(const Scenario& s) {
     if (p.sequence_parallel) line += " +SP";
     // The stack's kernel and memory conventions (data/defaults.toml [stack.*]).
     const StackConventions& sc = policy().stack(t.stack);
-    std::string loss = loss_copies(s.model, t).description;
+    std::string loss(loss_copies(s.model, t).description);
     if (s.model.final_logit_softcap > 0)
         loss += sc.loss_fuses_softcap ? ", logit soft-cap inside the loss kernel"
                                       : ", soft-capped logits in model code (tanh output kept: 16-bit)";

@@ -261,7 +261,9 @@ using LayerGraph = StepGraph;  // the former name (one layer plus the ends)
 struct LossCopies {
     double activation_dtype = 0;
     double fp32 = 0;
-    std::string description;
+    // The loss in words: a literal or the policy's [stack.*] text (both outlive
+    // the call; the graph build asks three times and reads none of it).
+    std::string_view description;
 };
 [[nodiscard]] LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t);  // for t's own layout
 [[nodiscard]] LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t, bool vocab_parallel);
