@@ -22,6 +22,10 @@ TEST_CASE("broken model and config files", "[bad-input]") {
         {"kv-heads.toml", at("kv-heads.toml", ":6:16", "num_kv_heads = 6 must divide num_heads = 64")},
         {"zero-layers.toml", at("zero-layers.toml", ":3:14", "num_layers = 0 must be at least 1")},
         {"wrong-type.toml", at("wrong-type.toml", ":4:15", "hidden_size = \"4096\" must be an integer")},
+        // Each key in range, the product not: q, k, v, o (one head of 4,194,304) and a gated MLP are
+        // 7 h^2 per layer, by hand 100,000 x 7 x 4,194,304^2 = 1.23e19 parameters, over int64 (9.2e18);
+        // refused, not printed as a negative count.
+        {"too-many-params.toml", at("too-many-params.toml", ":3:14", "the model would have about 1.23e+19 parameters (num_layers = 100000, hidden_size = 4194304, ffn_hidden_size = 4194304), more than the 1e15 trainplan counts exactly")},
         {"malformed.json", at("malformed.json", ":5:1", "invalid JSON: parse error at line 5, column 1: syntax error while parsing object key - unexpected end of input; expected string literal")},
         {"unsupported.json", at("unsupported.json", ":2", "model_type = \"t5\" is not supported (decoder-only types: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, gemma3 (its text_config, with the vision encoder's weights), phi3, phi, falcon, gpt2, gpt_neox, gptj, opt, bloom, mpt, starcoder2, gpt_bigcode)")},
     }));
