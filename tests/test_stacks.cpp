@@ -102,6 +102,10 @@ TEST_CASE("Liger's fused linear cross-entropy: one token chunk's logits and the 
     s.setup.fused_linear_ce = true;
     CHECK(fused_linear_ce_bytes(s.model, s.setup, 8192) == 132'808'704);
     CHECK(estimate_memory(s).peak().logits == 132'808'704);
+    // It saves that gradient, not the head's input: 8192 x 4096 x 2 B fewer stored.
+    Scenario unfused = s;
+    unfused.setup.fused_linear_ce = false;
+    CHECK(estimate_memory(unfused).peak().activations - estimate_memory(s).peak().activations == Approx(8192.0 * 4096 * 2));
     // A non-power-of-two share: Gemma-3-27B (V 262,208, H 5,376) at 2,048 tokens:
     // cdiv = 49, cdiv(2048, 49) = 42 -> 64 rows: 64 x 262,208 x 2 + 2048 x 5376 x 2 + 2048 x 4.
     CHECK(fused_linear_ce_bytes(tp_test::model("gemma-3-27b"), s.setup, 2048) == 64.0 * 262208 * 2 + 2048.0 * 5376 * 2 + 2048.0 * 4);

@@ -722,6 +722,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         Builder::owns(head, (m.tied_embeddings ? 0.0 : V * h) + bias(m.lm_head_bias, V), base_trained, ShardClass::Embedding, true);
         head.weight.module_copy = lora && t.lora.train_embeddings;
         if (m.tied_embeddings) head.weight.tied_copy = true;  // the shared matrix: copied here when pp > 1
+        // Liger's fused linear cross-entropy makes the input's gradient in forward
+        // and saves that instead (counted with its chunk: fused_linear_ce_bytes).
+        if (t.fused_linear_ce) head.saves = {};
     }
     if (m.final_logit_softcap > 0 && !sc.loss_fuses_softcap && !t.fused_linear_ce) {
         // Final logit soft-capping in model code (transformers Gemma2ForCausalLM,
