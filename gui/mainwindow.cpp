@@ -47,7 +47,7 @@
 #include "trainplan/app/format.hpp"
 #include "trainplan/app/intervals.hpp"
 #include "trainplan/moves.hpp"
-#include "trainplan/policy.hpp"
+#include "trainplan/opgraph.hpp"
 #include "trainplan/search.hpp"
 #include "trainplan/units.hpp"
 
@@ -124,7 +124,7 @@ bool field_applies(const Field& f, const Scenario& s) {
     if (key == "nccl") return s.cluster.num_gpus > 1 && s.cluster.intra_node.nvls;  // only NVLS buffers depend on it
     if (key == "recompute_method" || key == "recompute_layers") return t.recompute == Recompute::Full;
     if (key == "ds_sub_group_size") return runs_deepspeed_zero3(t);
-    if (key == "fused_linear_ce") return policy().stack(t.stack).liger_loss;
+    if (key == "fused_linear_ce") return fused_linear_ce_runs(t);
     if (key == "ds_reduce_bucket" || key == "ds_overlap_comm") return runs_deepspeed_zero12(t);
     if (key == "fsdp_limit_all_gathers") return t.fsdp != FsdpStrategy::None;
     if (key == "ddp_bucket_view") return runs_torch_ddp(t);

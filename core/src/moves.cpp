@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "trainplan/memory.hpp"
-#include "trainplan/policy.hpp"
+#include "trainplan/opgraph.hpp"
 
 namespace trainplan {
 
@@ -88,7 +88,7 @@ bool set_flash_attention(Scenario& s, Changes& ch) {
 
 bool set_fused_linear_ce(Scenario& s, Changes& ch) {
     const TrainingSetup& t = s.setup;
-    if (t.fused_linear_ce || !policy().stack(t.stack).liger_loss || t.layout.tp > 1) return false;
+    if (t.fused_linear_ce || !fused_linear_ce_runs(t)) return false;
     ch.note("fused_linear_ce", "off", "on", " (Liger: use_liger_kernel=True)");
     s.setup.fused_linear_ce = true;
     return true;

@@ -355,6 +355,8 @@ double fused_linear_ce_bytes(const ModelSpec& m, const TrainingSetup& t, double 
     return chunk * V * a + bt * H * a + bt * 4.0;
 }
 
+bool fused_linear_ce_runs(const TrainingSetup& t) { return policy().stack(t.stack).liger_loss && t.layout.tp <= 1; }
+
 SwigluKernel swiglu_kernel(const TrainingSetup& t) {
     const StackConventions& sc = policy().stack(t.stack);
     // DeepSpeed ZeRO-1/2 point every trained 16-bit parameter at its slice of one
@@ -753,15 +755,11 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // HBM traffic: read the logits, write the probabilities, write the
         // gradient of the logits (fp32 where the loss runs in fp32); as much
         // again backward.
-        loss.hbm_bytes_per_token = V * a + 2 * V * (lc.fp32 > 0 ? 4.0 : a);
-        loss.bwd_hbm_factor = 1;
         // Fused: the gradients are made in forward (the chunk's logits written,
         // read and rewritten in place; grad_input written); backward scales
         // grad_input only.
-        if (t.fused_linear_ce) {
-            loss.hbm_bytes_per_token = 3 * V * a + h * a;
-            loss.bwd_hbm_factor = 2 * h * a / loss.hbm_bytes_per_token;
-        }
+        loss.hbm_bytes_per_token = t.fused_linear_ce ? 3 * V * a + h * a : V * a + 2 * V * (lc.fp32 > 0 ? 4.0 : a);
+        loss.bwd_hbm_factor = t.fused_linear_ce ? 2 * h * a / loss.hbm_bytes_per_token : 1.0;
     }
 
     // --- stored bytes per recompute policy

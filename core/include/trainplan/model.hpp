@@ -106,29 +106,36 @@ struct ModelSpec {
     [[nodiscard]] std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
 };
 
-// Exact parameter counts, split the way the memory model shards them.
-struct ParamCounts {
+// Exact parameter counts, split the way the memory model shards them. One
+// formula (model.cpp) in two number types: 64-bit integers, exact, for every
+// answer; long double, for check_model to refuse a model whose count would not
+// fit the integers.
+template <class N>
+struct BasicParamCounts {
     // One transformer layer.
-    std::int64_t attention = 0;      // q, k, v, o weights and biases
-    std::int64_t mlp = 0;            // dense MLP (0 for MoE layers)
-    std::int64_t experts = 0;        // all routed experts of one layer
-    std::int64_t shared_experts = 0; // shared (always-active) experts of one layer
-    std::int64_t router = 0;
-    std::int64_t layer_norms = 0;
-    std::int64_t per_layer = 0;      // sum of the above
+    N attention = 0;      // q, k, v, o weights and biases
+    N mlp = 0;            // dense MLP (0 for MoE layers)
+    N experts = 0;        // all routed experts of one layer
+    N shared_experts = 0; // shared (always-active) experts of one layer
+    N router = 0;
+    N layer_norms = 0;
+    N per_layer = 0;      // sum of the above
 
-    std::int64_t embedding = 0;      // token embedding (+ embedding norm)
-    std::int64_t positions = 0;      // learned position embedding
-    std::int64_t lm_head = 0;        // 0 when tied
-    std::int64_t final_norm = 0;
-    std::int64_t vision = 0;         // image encoder and its projector (VisionSpec)
+    N embedding = 0;      // token embedding (+ embedding norm)
+    N positions = 0;      // learned position embedding
+    N lm_head = 0;        // 0 when tied
+    N final_norm = 0;
+    N vision = 0;         // image encoder and its projector (VisionSpec)
 
-    std::int64_t total = 0;
-    std::int64_t active = 0;         // parameters touched per token (MoE: top-k experts)
-    std::int64_t non_embedding = 0;  // total minus embedding, positions and lm_head
+    N total = 0;
+    N active = 0;         // parameters touched per token (MoE: top-k experts)
+    N non_embedding = 0;  // total minus embedding, positions and lm_head
 };
 
+using ParamCounts = BasicParamCounts<std::int64_t>;
+
 [[nodiscard]] ParamCounts count_params(const ModelSpec& m);
+[[nodiscard]] BasicParamCounts<long double> count_params_approx(const ModelSpec& m);
 
 // Parameters of the image encoder and the projector into a decoder of hidden
 // size `text_hidden` (0 without one).

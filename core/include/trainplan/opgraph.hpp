@@ -271,6 +271,10 @@ struct LossCopies {
 // one micro-batch (training.hpp fused_linear_ce): one chunk's logits, the input's
 // gradient and the fp32 per-token losses.
 [[nodiscard]] double fused_linear_ce_bytes(const ModelSpec& m, const TrainingSetup& t, double tokens);
+// Whether that loss can run here: a stack whose model code it replaces
+// (data/defaults.toml [stack.*] liger_loss) and no tensor parallelism (it is not
+// vocabulary-parallel). The rule, the fit move, the advisor and the GUI ask this.
+[[nodiscard]] bool fused_linear_ce_runs(const TrainingSetup& t);
 
 // The gated activation's kernel in this run (data/defaults.toml [stack.*]
 // fused_swiglu, swiglu_fuses_packed): eager `act(gate) * up`; fused (keeps gate
