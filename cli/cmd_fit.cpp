@@ -63,9 +63,13 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
                                                m.nccl_communicators, m.nccl_communicators == 1 ? "" : "s",
                                                m.nccl_nvls > 0 ? fmt::format(" (incl. {} NVLink SHARP, NCCL {})", gb(m.nccl_nvls), t.nccl == NcclRelease::Current ? "2.22 or later" : to_string(t.nccl)) : "")
                                  : "CUDA context, cuBLAS workspace");
+    std::string reserve_parts;
+    if (m.step_segments > 0) reserve_parts += gb(m.step_segments) + " of new segments for the step's gradient copies (no freed block fits them)";
+    if (m.gathered_ahead > 0)
+        reserve_parts += (reserve_parts.empty() ? "" : ", ") + gb(m.gathered_ahead) +
+                         " of layers gathered ahead of the compute (freed, held until the GPU reaches them; given back before an out-of-memory)";
     row("fragmentation", m.fragmentation,
-        m.step_segments > 0 ? "allocator reserve, incl. " + gb(m.step_segments) + " of new segments for the step's gradient copies (no freed block fits them)"
-                            : "allocator reserve (share of the transient bytes)");
+        reserve_parts.empty() ? "allocator reserve (share of the transient bytes)" : "allocator reserve, incl. " + reserve_parts);
     out << "  " << std::string(27, '-') << '\n';
     out << fmt::format("  {:<15}{:>12}   of {} capacity ({:.2f} GiB)\n", "total", gb(m.total), gb(m.capacity),
                        m.capacity / units::GiB);

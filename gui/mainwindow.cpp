@@ -125,7 +125,8 @@ bool field_applies(const Field& f, const Scenario& s) {
     if (key == "recompute_method" || key == "recompute_layers") return t.recompute == Recompute::Full;
     if (key == "ds_sub_group_size") return runs_deepspeed_zero3(t);
     if (key == "fused_linear_ce") return fused_linear_ce_runs(t);
-    if (key == "ds_reduce_bucket" || key == "ds_overlap_comm") return runs_deepspeed_zero12(t);
+    if (key == "ds_reduce_bucket") return runs_deepspeed_zero12(t);
+    if (key == "ds_overlap_comm") return runs_deepspeed_zero(t);
     if (key == "fsdp_limit_all_gathers") return t.fsdp != FsdpStrategy::None;
     if (key == "ddp_bucket_view") return runs_torch_ddp(t);
     return true;

@@ -109,7 +109,7 @@ std::string describe_setup(const Scenario& s) {
     // DeepSpeed ZeRO-1/2 reduce their gradient buckets with all-reduces, overlapped
     // with backward only under overlap_comm (time.cpp data_parallel_terms).
     if (runs_deepspeed_zero12(t) && p.dp * p.cp > 1)
-        line += t.ds_overlap_comm ? "; DeepSpeed all-reduces gradient buckets on its own stream under backward (overlap_comm)"
+        line += ds_overlap_comm_on(t) ? "; DeepSpeed all-reduces gradient buckets on its own stream under backward (overlap_comm)"
                                   : "; DeepSpeed all-reduces gradient buckets on the compute stream (overlap_comm off)";
     return line;
 }
@@ -130,7 +130,7 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
         {"optimizer_bytes", m.optimizer},   {"master_weights_bytes", m.master_weights},
         {"activations_bytes", m.activations}, {"logits_bytes", m.logits},
         {"temporary_bytes", m.temporary},   {"step_copies_bytes", m.step_copies}, {"peak_at_optimizer_step", m.peak_at_step},
-        {"step_segments_bytes", m.step_segments},
+        {"step_segments_bytes", m.step_segments}, {"gathered_ahead_bytes", m.gathered_ahead},
         {"framework_bytes", m.framework},   {"nccl_buffer_bytes", m.nccl_buffers}, {"nccl_communicators", m.nccl_communicators},
         {"nccl_nvls_bytes", m.nccl_nvls},
         {"fragmentation_bytes", m.fragmentation}, {"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved()}, {"total_bytes", m.total},

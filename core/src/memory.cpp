@@ -416,6 +416,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
 
     // ---- temporary buffers
     double temp = 0;
+    double gathered_ahead = 0;  // layers the host gathers ahead of the compute, given room
     if (c.plan.gathers_weights) {
         // ZeRO-3 / FSDP all-gather the current layer and prefetch the next
         // one in the compute dtype (16-bit for mixed and bf16 training, fp32
@@ -423,21 +424,25 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // waits for its reduce-scatter. One rank shards nothing: no gather.
         const double layer = c.gathered_layer_params;
         const double w_gather = full ? c.weight_compute_bpp : c.frozen_linear_bpp;
-        double gathered = 2;
-        if (!t.fsdp_limit_all_gathers && t.fsdp != FsdpStrategy::None && st.layers > 2) {
-            // Without FSDP's rate limiter nothing waits for the GPU but the
-            // stream's launch queue: the host issues layer after layer's
-            // all-gather and forward kernels until the queue is full, and each
-            // gathered layer stays allocated until the GPU has run its forward.
+        if (gathers_ahead_of_compute(t) && st.layers > 2) {
+            // Nothing waits for the GPU's compute but the stream's launch
+            // queue: the host issues layer after layer's all-gather and
+            // forward kernels until the queue is full, and each gathered layer
+            // stays allocated until the GPU has run its forward (its buffer is
+            // freed with record_stream on the compute stream, so the caching
+            // allocator hands it out again only once that stream has passed).
             // Resident: the layer running plus the queue's worth of layers
             // (launch_queue_depth / forward launches per layer), at most the stage.
+            // Those beyond the two in use are freed already and wait only for the
+            // stream: reserved, not allocated (MemoryBreakdown::gathered_ahead),
+            // and only where the device has room for them (below).
             const double per_layer = std::max(1.0, g.launches[static_cast<int>(Site::Layer)]);
             const double ahead = std::ceil(policy().launch_queue_depth / per_layer);
-            gathered = std::min(static_cast<double>(st.layers), 1.0 + ahead);
+            gathered_ahead = std::max(0.0, std::min(static_cast<double>(st.layers), 1.0 + ahead) - 2.0) * layer * w_gather;
         }
         // Units that hold frozen base weights beside adapters (fsdp_units_mix_frozen)
         // produce the whole layer's gradient as full fine-tuning does.
-        temp += gathered * layer * w_gather + (full ? layer * c.bpp.gradients : c.units_mix_frozen ? layer * c.weight_compute_bpp : 0);
+        temp += 2.0 * layer * w_gather + (full ? layer * c.bpp.gradients : c.units_mix_frozen ? layer * c.weight_compute_bpp : 0);
         // FSDP keeps the root unit -- what no wrapped block holds: embeddings,
         // final norm, head -- unsharded from the end of forward through backward
         // (torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: "Do not
@@ -470,7 +475,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // allocates its reduce bucket(s), reduce_bucket_size elements in the
         // gradient dtype, two under overlap_comm, also on one rank
         // (runtime/zero/stage_1_and_2.py, DeepSpeedZeroOptimizer.backward: ipg_buffer).
-        temp += (t.ds_overlap_comm ? 2.0 : 1.0) * t.ds_reduce_bucket * c.bpp.gradients;
+        temp += (ds_overlap_comm_on(t) ? 2.0 : 1.0) * t.ds_reduce_bucket * c.bpp.gradients;
     } else if (c.plan.dp_group.size > 1 && t.zero_stage < 3 && !runs_torch_ddp(t)) {
         temp += def.grad_bucket_bytes;
     }
@@ -524,8 +529,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         for (const double request : {group * tb.gradients, group * 4.0})
             if (request > largest_freed) step_segments += request;
         step_segments = std::min(step_segments, backward);
-        // (A `fragmentation` override states the whole reserve as a share of the
-        // allocated peak: 0 reproduces max_memory_allocated.)
+        // (A `fragmentation` override states the allocator's slack as a share of
+        // the allocated peak: 0 reproduces max_memory_allocated, save for layers
+        // gathered ahead of the compute, which are no slack.)
         if (t.fragmentation_fraction >= 0) step_segments = 0;
         mem.step_segments = step_segments;
     }
@@ -546,12 +552,20 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // grows with what it cycles through (activations, logits, buffers), not with
     // the persistent weights and states.
     const double transient = mem.activations + mem.logits + mem.temporary;
+    mem.capacity = s.cluster.gpu.capacity_bytes;
     const auto reserve = [&] {
         mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac + step_segments;
         mem.total = mem.allocated + mem.framework + mem.fragmentation;
+        // Layers gathered ahead fill what the device has free and no more: a
+        // request that finds no block makes the caching allocator wait for every
+        // pending stream event and return those blocks before it gives up
+        // (CUDACachingAllocator.cpp malloc -> release_cached_blocks ->
+        // synchronize_and_free_events). They never cause an out-of-memory.
+        mem.gathered_ahead = std::min(gathered_ahead, std::max(0.0, mem.capacity - mem.total));
+        mem.fragmentation += mem.gathered_ahead;
+        mem.total += mem.gathered_ahead;
     };
     reserve();
-    mem.capacity = s.cluster.gpu.capacity_bytes;
 
     // Paged optimizer (bitsandbytes): states live in unified memory and are
     // evicted to the host when the device runs out.

@@ -103,7 +103,7 @@ bool set_ddp_bucket_view(Scenario& s, Changes& ch) {
 
 bool set_ds_overlap_comm(Scenario& s, Changes& ch) {
     const TrainingSetup& t = s.setup;
-    if (!runs_deepspeed_zero12(t) || t.layout.dp * t.layout.cp <= 1 || t.ds_overlap_comm) return false;
+    if (!runs_deepspeed_zero12(t) || t.layout.dp * t.layout.cp <= 1 || ds_overlap_comm_on(t)) return false;
     ch.note("ds_overlap_comm", "off", "on");
     s.setup.ds_overlap_comm = true;
     return true;

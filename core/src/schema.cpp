@@ -317,9 +317,16 @@ std::vector<Field> make_fields() {
                                            number(1, 1e12),
                                            "DeepSpeed zero_optimization.reduce_bucket_size in elements: ZeRO-1/2 copy gradients into a bucket this size (default 5e8, DeepSpeed's)",
                                            TP_AT(setup.ds_reduce_bucket)));
-    f.push_back(row<&In::ds_overlap_comm>("training", "ds_overlap_comm", "--ds-overlap-comm", "DeepSpeed overlap_comm", boolean(),
-                                          "DeepSpeed zero_optimization.overlap_comm: ZeRO-1/2 reduce the gradient buckets on their own stream under backward and double-buffer them (default off, DeepSpeed's for stages 1-2: reduced on the compute stream, exposed)",
-                                          TP_AT(setup.ds_overlap_comm)));
+    f.push_back(row<&In::ds_overlap_comm>(
+        "training", "ds_overlap_comm", "--ds-overlap-comm", "DeepSpeed overlap_comm", boolean(),
+        "DeepSpeed zero_optimization.overlap_comm: ZeRO-1/2 reduce the gradient buckets on their own stream under backward and double-buffer them; ZeRO-3 gathers weights on a stream of its own, ahead of the compute (default DeepSpeed's: off for stages 1-2, on for stage 3)",
+        [](const Scenario& s) -> std::optional<FieldValue> { return to_value(ds_overlap_comm_on(s.setup)); },
+        [](Scenario& s, const FieldValue& v) {
+            bool on = false;
+            from_value(v, on);
+            s.setup.ds_overlap_comm = on;
+        }));
+    f.back().contextual_default = true;  // follows the ZeRO stage
     f.push_back(row<&In::fused_linear_ce>("training", "fused_linear_ce", "--fused-linear-ce", "Fused linear cross-entropy", boolean(),
                                           "Liger's fused linear cross-entropy (transformers use_liger_kernel=True): the LM head and loss in token chunks, no whole logits (default off: the stack's own loss)",
                                           TP_AT(setup.fused_linear_ce)));
@@ -370,7 +377,7 @@ std::vector<Field> make_fields() {
         },
         [](Scenario& s, const FieldValue& v) { s.setup.framework_overhead_bytes = std::get<double>(v) * units::GiB; }));
     f.push_back(row<&In::fragmentation>("training", "fragmentation", "--fragmentation", "Fragmentation", number(0, 1),
-                                        "Override allocator reserve as a fraction of the allocated peak (default: the stack's share of transient bytes)",
+                                        "Override allocator reserve as a fraction of the allocated peak (default: the stack's share of transient bytes; layers gathered ahead of the compute count on top)",
                                         [](const Scenario& s) -> std::optional<FieldValue> {
                                             if (s.setup.fragmentation_fraction < 0) return std::nullopt;
                                             return s.setup.fragmentation_fraction;

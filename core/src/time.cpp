@@ -653,9 +653,9 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
             // kernels (stage_1_and_2.py average_tensor: current_stream()). The
             // bucket still open when backward ends (half of reduce_bucket_size on
             // average) is reduced in the epilogue after it.
-            hidden = t.ds_overlap_comm ? stage_bwd / c.clock : 0.0;
+            hidden = ds_overlap_comm_on(t) ? stage_bwd / c.clock : 0.0;
             const double elems = std::max(1.0, trainable);
-            tail = t.ds_overlap_comm ? rs * std::min(1.0, 0.5 * t.ds_reduce_bucket / elems) : 0.0;
+            tail = ds_overlap_comm_on(t) ? rs * std::min(1.0, 0.5 * t.ds_reduce_bucket / elems) : 0.0;
         }
         // (What waits for backward's end is part of what backward could not hide:
         // under DeepSpeed never more than the reduction itself.)

@@ -195,8 +195,9 @@ void read_measured(const toml::table& m, const std::string& file, ValidationCase
     if (auto conv = r.string("memory_convention", memory_metric)) {
         if (*conv == "allocated") c.memory = MemoryConvention::Allocated;
         else if (*conv == "reserved") c.memory = MemoryConvention::Reserved;
+        else if (*conv == "active") c.memory = MemoryConvention::Active;
         else if (*conv == "device") c.memory = MemoryConvention::Device;
-        else r.error("memory_convention", "memory_convention = \"" + *conv + "\" is not one of: allocated, reserved, device");
+        else r.error("memory_convention", "memory_convention = \"" + *conv + "\" is not one of: allocated, active, reserved, device");
     }
     const bool flop_metric = metric_known && (c.metric == CaseMetric::TflopsPerGpu || c.metric == CaseMetric::Mfu);
     if (auto ff = r.string("flop_formula", flop_metric)) {
@@ -309,6 +310,7 @@ std::string metric_label(const ValidationCase& c) {
     switch (c.metric) {
         case CaseMetric::PeakMemory:
             return c.memory == MemoryConvention::Allocated ? "peak allocated memory"
+                   : c.memory == MemoryConvention::Active   ? "peak active memory"
                    : c.memory == MemoryConvention::Reserved ? "peak reserved memory"
                                                             : "device memory";
         case CaseMetric::OutOfMemory: return "out of memory";
@@ -352,7 +354,8 @@ void evaluate(const ValidationCase& c, const Scenario& s, ValidationRow& row) {
         // the caching allocator's slack; the device (nvidia-smi) adds the CUDA
         // context and framework workspace too.
         const double bytes = c.memory == MemoryConvention::Allocated  ? mb.allocated
-                             : c.memory == MemoryConvention::Reserved ? mb.allocated + mb.fragmentation
+                             : c.memory == MemoryConvention::Active   ? mb.active()
+                             : c.memory == MemoryConvention::Reserved ? mb.reserved()
                                                                       : mb.total;
         row.published = published;
         row.predicted = bytes / units::GB;

@@ -84,6 +84,15 @@ struct MemoryBreakdown {
     // The part of `fragmentation` that is the step copies' own segments: those of
     // the copies no block backward freed could hold (memory.cpp).
     double step_segments = 0;
+    // The part of `fragmentation` that is layers gathered ahead of the compute
+    // (training.hpp gathers_ahead_of_compute): each gathered buffer is freed with
+    // record_stream on the compute stream, and the caching allocator holds its
+    // block until that stream has passed. torch counts such a tensor out of the
+    // allocated bytes at free() but keeps its block active and reserved
+    // (c10/cuda/CUDACachingAllocator.cpp free / insert_events): in active() and
+    // reserved(), not in `allocated`; at most what the device has free beside
+    // everything else (the allocator reclaims them before it would run out).
+    double gathered_ahead = 0;
     double framework = 0;
     // The part of `framework` that is NCCL buffers, and how many communicators
     // hold them (sharding.hpp communicators()).
@@ -96,6 +105,8 @@ struct MemoryBreakdown {
     double allocated = 0;       // tensor peak: total - framework - fragmentation
     // What the caching allocator holds at that peak (torch.cuda.max_memory_reserved).
     [[nodiscard]] double reserved() const { return allocated + fragmentation; }
+    // Blocks in use or awaiting their streams (memory_stats active_bytes.all.peak).
+    [[nodiscard]] double active() const { return allocated + gathered_ahead; }
     double capacity = 0;
     double cpu = 0;             // host memory per GPU (offload, paged optimizer pages included)
     double nvme = 0;            // NVMe bytes per GPU (offload to NVMe)

@@ -192,8 +192,12 @@ struct TrainingSetup {
     // the gradient dtype, two of them under overlap_comm (DeepSpeed
     // runtime/zero/stage_1_and_2.py, backward: ipg_buffer). DeepSpeed's defaults:
     // 5e8 elements, overlap_comm false for stages 1 and 2 (DeepSpeed config docs).
+    // ZeRO-3 gathers weights on a stream of its own under overlap_comm, true by
+    // default for stage 3 (zero/config.py overlap_comm_valid; parameter_offload.py:
+    // the all-gather stream is the default stream without it). Unset: DeepSpeed's
+    // default for the stage (ds_overlap_comm_on).
     double ds_reduce_bucket = 5e8;
-    bool ds_overlap_comm = false;
+    std::optional<bool> ds_overlap_comm;
     // Liger's fused linear cross-entropy (liger-kernel
     // ops/fused_linear_cross_entropy.py; transformers' use_liger_kernel=True,
     // LigerFusedLinearCrossEntropyLoss): the LM head and the loss run together
@@ -255,6 +259,12 @@ struct TrainingSetup {
     return runs_deepspeed_zero(t) || (t.framework == Framework::Megatron && t.fsdp == FsdpStrategy::None);
 }
 
+// DeepSpeed's overlap_comm as the run has it: as set, else DeepSpeed's default,
+// on for stage 3 and off for stages 1-2 (runtime/zero/config.py overlap_comm_valid).
+[[nodiscard]] constexpr bool ds_overlap_comm_on(const TrainingSetup& t) {
+    return t.ds_overlap_comm.value_or(t.zero_stage == 3);
+}
+
 // DeepSpeed's ZeRO-1/2 optimizer (runtime/zero/stage_1_and_2.py) runs the step:
 // contiguous-gradient reduce buckets reduced by all-reduce (overlap_comm on its
 // own stream).
@@ -266,6 +276,19 @@ struct TrainingSetup {
 // the partition one sub_group_size sub-group at a time.
 [[nodiscard]] constexpr bool runs_deepspeed_zero3(const TrainingSetup& t) {
     return runs_deepspeed_zero(t) && t.zero_stage == 3;
+}
+
+// Whether the host issues all-gathers ahead of the GPU's compute, each gathered
+// layer resident until the compute stream has used it (memory.cpp): FSDP with its
+// rate limiter off, and DeepSpeed ZeRO-3 under overlap_comm, which gathers on a
+// stream of its own and whose fetch limit (runtime/zero/partitioned_param_coordinator.py
+// fetch_sub_module: at most __max_ongoing_fetch_events = 2 pending) waits on events
+// of that stream -- the collectives, not the compute that uses and then frees their
+// output (partition_parameters.py free_param: record_stream on the compute stream).
+// Without overlap_comm DeepSpeed gathers on the compute stream, whose order frees
+// each layer for the next one.
+[[nodiscard]] constexpr bool gathers_ahead_of_compute(const TrainingSetup& t) {
+    return (t.fsdp != FsdpStrategy::None && !t.fsdp_limit_all_gathers) || (runs_deepspeed_zero3(t) && ds_overlap_comm_on(t));
 }
 
 // Plain torch DistributedDataParallel replicates the model: autocast or pure

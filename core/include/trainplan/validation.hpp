@@ -34,6 +34,7 @@ enum class CaseMetric {
 enum class MemoryConvention {
     Allocated,  // torch.cuda.max_memory_allocated: tensors only
     Reserved,   // torch.cuda.max_memory_reserved: tensors + caching-allocator slack
+    Active,     // memory_stats()["active_bytes.all.peak"]: tensors + blocks freed but awaiting a stream
     Device,     // nvidia-smi / whole device: + CUDA context and framework workspace
 };
 
