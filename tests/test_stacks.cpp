@@ -1169,6 +1169,13 @@ TEST_CASE("the assumes line says how DeepSpeed ZeRO-1/2 reduce their gradients",
     CHECK(app::describe_setup(s).find("DeepSpeed all-reduces gradient buckets on the compute stream (overlap_comm off)") != std::string::npos);
     s.setup.ds_overlap_comm = true;
     CHECK(app::describe_setup(s).find("on its own stream under backward (overlap_comm)") != std::string::npos);
+    // ZeRO-3 says where it gathers: on its own stream by DeepSpeed's default.
+    s.setup.zero_stage = 3;
+    s.setup.ds_overlap_comm.reset();
+    CHECK(app::describe_setup(s).find("DeepSpeed ZeRO-3 gathers on its own stream (overlap_comm)") != std::string::npos);
+    s.setup.ds_overlap_comm = false;
+    CHECK(app::describe_setup(s).find("gathers on its own stream") == std::string::npos);
+    s.setup.zero_stage = 2;
     // One rank reduces nothing; ZeRO-3 gathers and reduce-scatters instead.
     s.cluster.num_gpus = 1;
     s.setup.layout.dp = 1;

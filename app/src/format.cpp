@@ -5,6 +5,7 @@
 #include "trainplan/opgraph.hpp"
 #include "trainplan/policy.hpp"
 #include "trainplan/schema.hpp"
+#include "trainplan/sharding.hpp"
 #include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
 
@@ -111,6 +112,10 @@ std::string describe_setup(const Scenario& s) {
     if (runs_deepspeed_zero12(t) && p.dp * p.cp > 1)
         line += ds_overlap_comm_on(t) ? "; DeepSpeed all-reduces gradient buckets on its own stream under backward (overlap_comm)"
                                   : "; DeepSpeed all-reduces gradient buckets on the compute stream (overlap_comm off)";
+    // Where the host gathers layers ahead of the compute (memory.cpp).
+    if (shard_plan(s).gathers_weights && gathers_ahead_of_compute(t))
+        line += runs_deepspeed_zero3(t) ? "; DeepSpeed ZeRO-3 gathers on its own stream (overlap_comm), the host a launch queue ahead of the GPU"
+                                        : "; FSDP without its all-gather limiter, the host a launch queue ahead of the GPU";
     return line;
 }
 
