@@ -1281,3 +1281,23 @@ TEST_CASE("logit soft-capping: model code keeps tanh's 16-bit output, a loss ker
     t.stack = Stack::Unsloth;
     CHECK(build_step_graph(m, t).logits.bytes(s, b, 1, false) == Approx(build_step_graph(plain, t).logits.bytes(s, b, 1, false)));
 }
+
+TEST_CASE("an image encoder idle on text batches moves no bytes: ZeRO-3 never gathers it, DeepSpeed reduces no gradient of it", "[stacks][time][vision]") {
+    // Gemma-3-4B full fine-tune under DeepSpeed ZeRO-3 over 8 GPUs: its SigLIP encoder
+    // and projector are trainable partitions (DeepSpeed builds states for every
+    // requires_grad parameter) but no text batch runs them, so no hook fetches them
+    // and no gradient reaches them. The same run on the decoder alone (the encoder
+    // removed from the model) must move the same bytes and run the same hooks.
+    Scenario with = zero3_llama7b(Framework::DeepSpeed, 8, Precision::BF16Mixed, 2048);
+    with.model = tp_test::model("gemma-3-4b");
+    REQUIRE(count_params(with.model).vision > 400'000'000);
+    Scenario without = with;
+    without.model.vision = VisionSpec{};
+    REQUIRE(count_params(without.model).vision == 0);
+    const TimeEstimate a = estimate_time(with), b = estimate_time(without);
+    CHECK(a.time.dp_intra_bytes == Approx(b.time.dp_intra_bytes).epsilon(1e-12));
+    CHECK(a.time.zero3_hooks_s == Approx(b.time.zero3_hooks_s).epsilon(1e-12));
+    // Its states are still there: 16 B per parameter over 8 ranks, 2 of them the weights.
+    const double vision = static_cast<double>(count_params(with.model).vision);
+    CHECK(estimate_memory(with).peak().optimizer - estimate_memory(without).peak().optimizer == Approx(vision * 12 / 8).epsilon(1e-9));
+}

@@ -449,7 +449,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // free the root's parameters in the post-forward"; a frozen root has no
         // post-backward hook to reshard it before the step's final callback).
         if (t.fsdp != FsdpStrategy::None) {
-            const double root = stage_params(g, c.plan, 0, first, last).total();
+            // (An image encoder idle on text batches is its own units, never gathered.)
+            const StageParams ends = stage_params(g, c.plan, 0, first, last);
+            const double root = ends.total() - ends.idle;
             temp += root * c.weight_compute_bpp * (1.0 - 1.0 / c.plan.dense.weights);
         }
     }

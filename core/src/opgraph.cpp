@@ -789,6 +789,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         const int bucket = w.shard == ShardClass::Expert ? WeightSums::Expert : w.tp_split ? WeightSums::TensorParallel : WeightSums::Replicated;
         (w.trainable ? ws.trainable : w.quantizable() ? ws.frozen_linear : ws.frozen_other)[bucket] += w.params;
         if (w.module_copy) ws.copies[bucket] += w.params;
+        if (o.role == OpRole::VisionEncoder) (w.trainable ? ws.idle_trainable : ws.idle)[bucket] += w.params;
     }
     // Frozen base weights (LoRA / QLoRA) have no weight gradient.
     for (OpDef& o : g.ops)
@@ -796,7 +797,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     for (const OpDef& o : g.ops) {
         g.launches[static_cast<int>(o.site)] += forward_launches(o, sc, m, t);
         g.forward_only_launches[static_cast<int>(o.site)] += forward_only_launches(o, sc, t);
-        if (o.weight.params > 0 || o.weight.tied_copy) g.weighted_modules[static_cast<int>(o.site)] += o.kind == OpKind::Gemm ? gemm_launches(o, sc) : 1.0;
+        if ((o.weight.params > 0 || o.weight.tied_copy) && o.role != OpRole::VisionEncoder) g.weighted_modules[static_cast<int>(o.site)] += o.kind == OpKind::Gemm ? gemm_launches(o, sc) : 1.0;
     }
     return std::move(b.g);
 }

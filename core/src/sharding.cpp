@@ -158,6 +158,8 @@ StageParams stage_params(const StepGraph& g, const ShardPlan& p, double layers, 
             (b == WeightSums::Expert ? sp.frozen_linear_expert : sp.frozen_linear_dense) += k * w.frozen_linear[b];
             sp.frozen_other += k * w.frozen_other[b];
             sp.module_copies += k * w.copies[b];
+            sp.idle += k * (w.idle[b] + w.idle_trainable[b]);
+            sp.idle_trainable += k * w.idle_trainable[b];
             all += k * (w.trainable[b] + w.frozen_linear[b] + w.frozen_other[b] + w.copies[b]);
         }
         // Megatron keeps a copy of tied word embeddings on the last stage.

@@ -562,8 +562,12 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     // Gradients travel in the dtype they are kept in, or in 16 bits when the
     // run reduces them in bf16 (Megatron --grad-reduce-in-bf16).
     const double grad_elem = t.method == Method::QLoRA ? 2.0 : c.bpp.gradients;
-    const double grad_bytes = trainable * (t.grad_reduce_bf16 ? std::min(grad_elem, 2.0) : grad_elem);
-    const double w16 = c.crit.total() * 2.0;
+    // Weights no pass runs on text batches (an image encoder) are never gathered,
+    // and DeepSpeed reduces only what its gradient hooks see: none of theirs.
+    // (A flat gradient buffer, Megatron's or torch DDP's, reduces them as zeros.)
+    const double reduced = trainable - (runs_deepspeed_zero(t) || plan.gathers_weights ? c.crit.idle_trainable : 0.0);
+    const double grad_bytes = reduced * (t.grad_reduce_bf16 ? std::min(grad_elem, 2.0) : grad_elem);
+    const double w16 = (c.crit.total() - c.crit.idle) * 2.0;
     const int per_node = plan.dp_group.per_node;
     const int nodes = cl.inter_node.bandwidth_Bps > 0 ? plan.dp_group.nodes : 1;
     double intra_bytes = 0, inter_bytes = 0;  // per rank, one pass

@@ -199,6 +199,10 @@ struct WeightSums {
     double frozen_linear[3] = {0, 0, 0};  // frozen base linear layers (QLoRA: 4-bit)
     double frozen_other[3] = {0, 0, 0};   // frozen norms, embeddings, router
     double copies[3] = {0, 0, 0};         // trainable copies of frozen modules (PEFT modules_to_save)
+    // Of all the above, the weights of modules no pass runs on text batches (an image
+    // encoder): never gathered by ZeRO-3 / FSDP, no gradient for a hook to reduce.
+    double idle[3] = {0, 0, 0};
+    double idle_trainable[3] = {0, 0, 0};
     double tied_copy = 0;                 // tied-embedding copy (TP-split), counted when pp > 1
     bool tied_copy_trainable = false;
 };
@@ -235,7 +239,8 @@ struct StepGraph {
     double forward_only_launches[3] = {0, 0, 0};
     // Modules that own weights, per site (each LoRA adapter matrix is a module of its
     // own; a tied LM head shares the embedding's): the units DeepSpeed ZeRO-3's hooks
-    // fetch before and release after every forward and backward of them.
+    // fetch before and release after every forward and backward of them (an image
+    // encoder idle on text batches is never run, so never fetched).
     double weighted_modules[3] = {0, 0, 0};
 
     // Stored bytes per layer under a recompute policy.

@@ -77,6 +77,8 @@ struct StageParams {
     double frozen_linear_dense = 0, frozen_linear_expert = 0;  // frozen base linear layers (QLoRA: 4-bit)
     double frozen_other = 0;                        // frozen norms, embeddings, router
     double module_copies = 0;                       // trainable copies of frozen modules (PEFT modules_to_save)
+    // Weights no pass uses on text batches (WeightSums::idle), all and the trainable ones.
+    double idle = 0, idle_trainable = 0;
     [[nodiscard]] double total() const { return dense + expert; }
     [[nodiscard]] double trainable() const { return trainable_dense + trainable_expert; }
 };
