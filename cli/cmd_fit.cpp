@@ -132,13 +132,8 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
         return rep.fits ? 0 : 1;
     }
 
-    const ParamCounts pc = count_params(s.model);
     out << fmt::format("{}{} on {}\n", s.model.name, s.model.approximate ? " [approximate]" : "", describe_hardware(s));
-    out << fmt::format("params: {} total", count(pc.total));
-    if (s.model.is_moe()) out << fmt::format(" ({} active per token)", count(pc.active));
-    // The image encoder's weights are held but idle on text batches (opgraph.cpp).
-    if (s.model.has_vision()) out << fmt::format(" ({} in the vision encoder and projector: weights only, text batches)", count(pc.vision));
-    out << fmt::format(", {} trainable\n", count(rep.estimate.trainable_params));
+    out << describe_params(s, rep.estimate.trainable_params) << '\n';
     out << "setup: " << describe_setup(s) << "\n\n";
 
     for (const auto& st : rep.estimate.stages) {

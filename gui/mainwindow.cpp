@@ -793,6 +793,7 @@ void MainWindow::showResults() {
                 (te.cost.rent_cost_usd > 0 ? QString(", $%1 rented").arg(te.cost.rent_cost_usd, 0, 'f', 0) : QString());
     // The one bottleneck classifier (core diagnosis.hpp), as advise and size use it.
     text += QString("<br>bottleneck: <b>%1</b> (the Advice tab explains it)").arg(to_string(classify(s, m, te.time)));
+    text += "<br>" + QString::fromStdString(app::describe_params(s, me.trainable_params)).toHtmlEscaped();
     text += "<br><i>" + QString::fromStdString(app::describe_setup(s)).toHtmlEscaped() + "</i>";
     metrics_->setText(text);
 }

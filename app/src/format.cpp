@@ -119,6 +119,15 @@ std::string describe_setup(const Scenario& s) {
     return line;
 }
 
+std::string describe_params(const Scenario& s, std::int64_t trainable) {
+    const ParamCounts pc = count_params(s.model);
+    std::string line = fmt::format("params: {} total", count(pc.total));
+    if (s.model.is_moe()) line += fmt::format(" ({} active per token)", count(pc.active));
+    // The image encoder's weights are held but idle on text batches (opgraph.cpp).
+    if (s.model.has_vision()) line += fmt::format(" ({} in the vision encoder and projector: weights only, text batches)", count(pc.vision));
+    return line + fmt::format(", {} trainable", count(trainable));
+}
+
 std::string describe_hardware(const Scenario& s) {
     const ClusterSpec& c = s.cluster;
     std::string line = fmt::format("{} x {} ({:.1f} GiB)", c.num_gpus, c.gpu.name, c.gpu.capacity_bytes / units::GiB);

@@ -30,6 +30,9 @@ std::string describe_setup(const Scenario& s);
 // that change the step but have no column of their own (plan's table, the GUI's).
 std::string layout_text(const Scenario& s);
 std::string describe_hardware(const Scenario& s);
+// "params: 6.74 B total, 6.74 B trainable" (MoE: active per token; an image encoder:
+// its share, idle on text batches); `trainable` as the memory estimate counts it.
+std::string describe_params(const Scenario& s, std::int64_t trainable);
 
 nlohmann::json memory_json(const MemoryBreakdown& m);
 nlohmann::json scenario_json(const Scenario& s);
