@@ -6,6 +6,7 @@
 
 #include "helpers.hpp"
 #include "trainplan/app/format.hpp"
+#include "trainplan/collectives.hpp"
 #include "trainplan/fit.hpp"
 #include "trainplan/moves.hpp"
 #include "trainplan/opgraph.hpp"
@@ -1300,4 +1301,49 @@ TEST_CASE("an image encoder idle on text batches moves no bytes: ZeRO-3 never ga
     // Its states are still there: 16 B per parameter over 8 ranks, 2 of them the weights.
     const double vision = static_cast<double>(count_params(with.model).vision);
     CHECK(estimate_memory(with).peak().optimizer - estimate_memory(without).peak().optimizer == Approx(vision * 12 / 8).epsilon(1e-9));
+}
+
+TEST_CASE("DeepSpeed ZeRO-3 before v0.6 gathers every parameter tensor alone: host time per rank of the group, per tensor and pass", "[stacks][time]") {
+    // GPT-3 175B as Narayanan et al. 2021 (Table 2) ran ZeRO-3 against PTD-P: 1,536
+    // A100s, pure data parallelism, one 2,048-token sequence per GPU, full recompute.
+    // DeepSpeed v0.3.13-v0.5.x gathered each tensor after a device synchronize into
+    // a list of 1,536 outputs (partition_parameters.py _allgather_param).
+    ScenarioInput in;
+    in.model = "gpt3-175b";
+    in.gpu = "a100-sxm-80gb";
+    in.gpus = 1536;
+    in.dp = 1536;
+    in.zero = 3;
+    in.framework = Framework::Megatron;  // Megatron's model code (q, k and v one module)
+    in.stack = Stack::MegatronCore;
+    in.precision = Precision::FP16Mixed;
+    in.recompute = Recompute::Full;
+    in.seq_len = 2048;
+    in.micro_batch = 1;
+    in.grad_accum = 1;
+    auto off = resolve_scenario(in, tp_test::presets());
+    REQUIRE(off.has_value());
+    // Its parameter tensors: per layer two LayerNorms (scale, shift), qkv, the
+    // attention output, fc1 and fc2 (weight, bias): 12; the word and position
+    // embeddings before the layers, the final LayerNorm after (the head is tied).
+    const StepGraph g = build_step_graph(off->model, off->setup);
+    CHECK(g.param_tensors[static_cast<int>(Site::Layer)] == 12);
+    CHECK(g.param_tensors[static_cast<int>(Site::First)] == 2);
+    CHECK(g.param_tensors[static_cast<int>(Site::Last)] == 2);
+    in.ds_gather_per_tensor = true;
+    auto on = resolve_scenario(in, tp_test::presets());
+    REQUIRE(on.has_value());
+    // Gathers per micro-batch: forward and backward of all 96 x 12 + 4 tensors, and
+    // the recomputed forward of the 96 x 12: 3,464; each with 1,536 x 8 us of copies
+    // ([host] list_gather_per_rank_us), 42.6 s, and a ring latency of its own where
+    // one gather per layer and pass (and one reduce-scatter) paid it before: 3,464 +
+    // 96 rings instead of 3 x 96.
+    const TierCosts tc = tier_costs(off->cluster);
+    const double ring = ring_latency_s(8, 192, tc.intra, tc.inter);
+    const double extra = estimate_time(*on).time.dp_comm_s - estimate_time(*off).time.dp_comm_s;
+    CHECK(extra == Approx(3464 * 1536 * 8e-6 + (3464 + 96 - 3 * 96) * ring).epsilon(1e-9));
+    // The paper's 44 TFLOP/s per GPU (its Eq. 3 FLOPs, 4 x 6N + attention per token with
+    // recompute) is a step of about 67 s; the step without the per-tensor gathers is 26 s.
+    CHECK(estimate_time(*off).time.step_s < 30);
+    CHECK(estimate_time(*on).time.step_s == Approx(67).epsilon(0.25));
 }

@@ -211,6 +211,33 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
     return gemm_launches(o, sc) * (1 + (o.role == OpRole::LmHead ? 0 : dequant_launches(t)));
 }
 
+// Parameter tensors an op owns: each module's weight and its bias (a LayerNorm's
+// scale and shift), one module per GEMM launch (gate and up separate where the stack
+// runs them so); a tied LM head owns only its bias.
+double param_tensors(const OpDef& o, const StackConventions& sc, const ModelSpec& m) {
+    if (o.weight.params <= 0 || o.role == OpRole::VisionEncoder) return 0;
+    const auto with = [](bool bias) { return bias ? 2.0 : 1.0; };
+    switch (o.role) {
+        case OpRole::EmbeddingNorm:
+        case OpRole::AttnNorm:
+        case OpRole::PostAttnNorm:
+        case OpRole::MlpNorm:
+        case OpRole::PostMlpNorm:
+        case OpRole::QkNorm:
+        case OpRole::FinalNorm: return with(m.norm == NormKind::LayerNorm && m.norm_bias);
+        case OpRole::QProj:
+        case OpRole::KProj:
+        case OpRole::VProj:
+        case OpRole::QkvProj: return with(m.qkv_bias);
+        case OpRole::OProj: return with(m.out_bias);
+        case OpRole::GateUpProj:
+        case OpRole::UpProj:
+        case OpRole::DownProj: return gemm_launches(o, sc) * with(m.mlp_bias);
+        case OpRole::LmHead: return (m.tied_embeddings ? 0.0 : 1.0) + (m.lm_head_bias ? 1.0 : 0.0);
+        default: return o.kind == OpKind::Gemm ? gemm_launches(o, sc) : 1.0;
+    }
+}
+
 // Stored-activation coefficients of the tensors some op of a site saves (a tensor
 // counts once however many ops keep it): per layer (all, and without what
 // selective recompute regenerates), the embedding side, the head side and the
@@ -797,6 +824,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     for (const OpDef& o : g.ops) {
         g.launches[static_cast<int>(o.site)] += forward_launches(o, sc, m, t);
         g.forward_only_launches[static_cast<int>(o.site)] += forward_only_launches(o, sc, t);
+        g.param_tensors[static_cast<int>(o.site)] += param_tensors(o, sc, m);
         if ((o.weight.params > 0 || o.weight.tied_copy) && o.role != OpRole::VisionEncoder) g.weighted_modules[static_cast<int>(o.site)] += o.kind == OpKind::Gemm ? gemm_launches(o, sc) : 1.0;
     }
     return std::move(b.g);

@@ -189,6 +189,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     p.forward_launch_s = r.non_negative(host, "host", "forward_launch_us") * 1e-6;
     p.backward_launch_s = r.non_negative(host, "host", "backward_launch_us") * 1e-6;
     p.zero3_module_hook_s = r.non_negative(host, "host", "zero3_module_hook_us") * 1e-6;
+    p.list_gather_per_rank_s = r.non_negative(host, "host", "list_gather_per_rank_us") * 1e-6;
 
     const toml::table& ql = r.table("qlora");
     p.gptq_group_size = r.number(ql, "qlora", "gptq_group_size");

@@ -313,6 +313,10 @@ std::vector<Field> make_fields() {
                                                  "FSDP all-gather limiter", boolean(),
                                                  "FSDP limit_all_gathers: on keeps two layers gathered at once; off lets the host run ahead, each gathered layer held until the GPU reaches it (default on)",
                                                  TP_AT(setup.fsdp_limit_all_gathers)));
+    f.push_back(row<&In::ds_gather_per_tensor>(
+        "training", "ds_gather_per_tensor", "--ds-gather-per-tensor", "ZeRO-3 per-tensor gathers (DeepSpeed < 0.6)", boolean(),
+        "DeepSpeed ZeRO-3 of v0.3.13-v0.5.x: each parameter tensor gathered alone after a device sync, into one output per rank copied out one by one: host time per rank, per tensor and pass, exposed (default off: v0.6 and later, FSDP)",
+        TP_AT(setup.ds_gather_per_tensor)));
     f.push_back(row<&In::ds_reduce_bucket>("training", "ds_reduce_bucket", "--ds-reduce-bucket", "DeepSpeed reduce bucket",
                                            number(1, 1e12),
                                            "DeepSpeed zero_optimization.reduce_bucket_size in elements: ZeRO-1/2 copy gradients into a bucket this size (default 5e8, DeepSpeed's)",

@@ -612,7 +612,19 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         // prefetch off by default) match no effective overlap -- e.g. MPT-13B
         // on 8 x A100 at micro-batch 2 without recompute: 59.6 % MFU
         // measured, 59 % with the collectives exposed, 77 % if hidden.
-        const double latency = 3.0 * c.max_layers * ring_latency_s(per_node, nodes, intra, inter);
+        const double ring = ring_latency_s(per_node, nodes, intra, inter);
+        double latency = 3.0 * c.max_layers * ring;
+        if (t.ds_gather_per_tensor && t.fsdp == FsdpStrategy::None) {
+            // DeepSpeed before v0.6 (training.hpp ds_gather_per_tensor): one gather
+            // per parameter tensor -- in forward, backward and the recomputed forward,
+            // which fetches its layer again -- each after a device synchronize and
+            // followed by one copy per rank out of torch's flat buffer: its own ring
+            // latency and host time per rank of the group, nothing overlapping it.
+            const auto at = [&](Site site) { return c.g.param_tensors[static_cast<int>(site)]; };
+            const double stage = c.max_layers * at(Site::Layer) + (c.crit_first ? at(Site::First) : 0.0) + (c.crit_last ? at(Site::Last) : 0.0);
+            const double gathers = 2.0 * stage + (t.recompute == Recompute::Full ? recompute_layers(t, c.max_layers).recomputed * at(Site::Layer) : 0.0);
+            latency = gathers * (ring + plan.dp_group.size * policy().list_gather_per_rank_s) + c.max_layers * ring;
+        }
         const double per_mb = dp_allgather(w16, 2) + (grads ? dp_allgather(grad_bytes) : 0) + latency;
         tb.dp_comm_s = c.micro_batches * per_mb;
         tb.dp_exposed_s = tb.dp_comm_s;

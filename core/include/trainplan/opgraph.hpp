@@ -242,6 +242,9 @@ struct StepGraph {
     // fetch before and release after every forward and backward of them (an image
     // encoder idle on text batches is never run, so never fetched).
     double weighted_modules[3] = {0, 0, 0};
+    // Parameter tensors per site (a weight, its bias, a LayerNorm's scale and shift),
+    // those of an idle image encoder left out: what a per-tensor gather moves one by one.
+    double param_tensors[3] = {0, 0, 0};
 
     // Stored bytes per layer under a recompute policy.
     [[nodiscard]] const ActivationCoeffs& stored(Recompute r) const {

@@ -134,6 +134,7 @@ public:
     double forward_launch_s = 0;
     double backward_launch_s = 0;
     double zero3_module_hook_s = 0;  // [host] zero3_module_hook_us
+    double list_gather_per_rank_s = 0;  // [host] list_gather_per_rank_us
 
     [[nodiscard]] const StackConventions& stack(Stack k) const { return stacks_[static_cast<size_t>(k)]; }
     [[nodiscard]] const LinkDefaults& link(LinkKind k, bool p2p) const;

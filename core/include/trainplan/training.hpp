@@ -186,6 +186,12 @@ struct TrainingSetup {
     // once. Off, the host runs ahead of the GPU and each all-gather it issues holds
     // its unsharded layer until the GPU catches up (memory.cpp).
     bool fsdp_limit_all_gathers = true;
+    // DeepSpeed ZeRO-3 as first released (v0.3.13-v0.5.x; partition_parameters.py
+    // _allgather_param): every parameter tensor gathered on its own after a device
+    // synchronize, into a list of one output view per rank that torch copies out one
+    // by one -- host work that grows with the group, per tensor and pass, with the GPU
+    // idle (time.cpp). v0.6.0 on gathers coalesced sets into one flat buffer.
+    bool ds_gather_per_tensor = false;
     // DeepSpeed ZeRO-1/2 gradient buckets (zero_optimization.reduce_bucket_size,
     // elements; overlap_comm): with contiguous_gradients (default true) stages 1-2
     // copy each gradient into a reduce bucket of reduce_bucket_size elements in
