@@ -179,18 +179,26 @@ bool eager_rmsnorm(const ModelSpec& m, const StackConventions& sc) { return m.no
 // element-wise ops, or on its own ([stack.*] fused_rope).
 bool rope_kernel(const StackConventions& sc) { return sc.fused_elementwise || sc.fused_rope; }
 
-double forward_launches(const OpDef& o, const StackConventions& sc, const ModelSpec& m, const TrainingSetup& t) {
-    const bool eager = !sc.fused_elementwise;
-    switch (o.role) {
-        case OpRole::PositionEmbedding: return 2;  // lookup + add
-        case OpRole::VisionEncoder: return 0;      // idle on text batches
+// The normalisation ops (each owns its scale, and a shift with a LayerNorm bias).
+bool norm_role(OpRole r) {
+    switch (r) {
         case OpRole::EmbeddingNorm:
         case OpRole::AttnNorm:
         case OpRole::PostAttnNorm:
         case OpRole::MlpNorm:
         case OpRole::PostMlpNorm:
         case OpRole::QkNorm:
-        case OpRole::FinalNorm: return eager_rmsnorm(m, sc) ? 8 : 1;
+        case OpRole::FinalNorm: return true;
+        default: return false;
+    }
+}
+
+double forward_launches(const OpDef& o, const StackConventions& sc, const ModelSpec& m, const TrainingSetup& t) {
+    const bool eager = !sc.fused_elementwise;
+    if (norm_role(o.role)) return eager_rmsnorm(m, sc) ? 8 : 1;
+    switch (o.role) {
+        case OpRole::PositionEmbedding: return 2;  // lookup + add
+        case OpRole::VisionEncoder: return 0;      // idle on text batches
         case OpRole::Rope: return rope_kernel(sc) ? 2 : 14;
         case OpRole::AttnLayoutCopies: return 4;  // q, k, v into the kernel's layout, the output back
         case OpRole::AttnScores: return 3;
@@ -217,14 +225,8 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
 double param_tensors(const OpDef& o, const StackConventions& sc, const ModelSpec& m) {
     if (o.weight.params <= 0 || o.role == OpRole::VisionEncoder) return 0;
     const auto with = [](bool bias) { return bias ? 2.0 : 1.0; };
+    if (norm_role(o.role)) return with(m.norm == NormKind::LayerNorm && m.norm_bias);
     switch (o.role) {
-        case OpRole::EmbeddingNorm:
-        case OpRole::AttnNorm:
-        case OpRole::PostAttnNorm:
-        case OpRole::MlpNorm:
-        case OpRole::PostMlpNorm:
-        case OpRole::QkNorm:
-        case OpRole::FinalNorm: return with(m.norm == NormKind::LayerNorm && m.norm_bias);
         case OpRole::QProj:
         case OpRole::KProj:
         case OpRole::VProj:
