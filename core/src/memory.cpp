@@ -428,9 +428,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
             // Nothing waits for the GPU's compute but the stream's launch
             // queue: the host issues layer after layer's all-gather and
             // forward kernels until the queue is full, and each gathered layer
-            // stays allocated until the GPU has run its forward (its buffer is
-            // freed with record_stream on the compute stream, so the caching
-            // allocator hands it out again only once that stream has passed).
+            // stays held until the GPU has run its forward (its buffer is freed
+            // with record_stream on the compute stream, so the caching allocator
+            // hands it out again only once that stream has passed).
             // Resident: the layer running plus the queue's worth of layers
             // (launch_queue_depth / forward launches per layer), at most the stage.
             // Those beyond the two in use are freed already and wait only for the

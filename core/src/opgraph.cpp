@@ -219,25 +219,21 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
     return gemm_launches(o, sc) * (1 + (o.role == OpRole::LmHead ? 0 : dequant_launches(t)));
 }
 
+// The modules an op's weights form: one per GEMM launch (gate and up separate
+// where the stack runs them so), else one.
+double weight_modules(const OpDef& o, const StackConventions& sc) { return o.kind == OpKind::Gemm ? gemm_launches(o, sc) : 1.0; }
+
 // Parameter tensors an op owns: each module's weight and its bias (a LayerNorm's
-// scale and shift), one module per GEMM launch (gate and up separate where the stack
-// runs them so); a tied LM head owns only its bias.
+// scale and shift); a tied LM head owns only its bias.
 double param_tensors(const OpDef& o, const StackConventions& sc, const ModelSpec& m) {
     if (o.weight.params <= 0 || o.role == OpRole::VisionEncoder) return 0;
-    const auto with = [](bool bias) { return bias ? 2.0 : 1.0; };
-    if (norm_role(o.role)) return with(m.norm == NormKind::LayerNorm && m.norm_bias);
-    switch (o.role) {
-        case OpRole::QProj:
-        case OpRole::KProj:
-        case OpRole::VProj:
-        case OpRole::QkvProj: return with(m.qkv_bias);
-        case OpRole::OProj: return with(m.out_bias);
-        case OpRole::GateUpProj:
-        case OpRole::UpProj:
-        case OpRole::DownProj: return gemm_launches(o, sc) * with(m.mlp_bias);
-        case OpRole::LmHead: return (m.tied_embeddings ? 0.0 : 1.0) + (m.lm_head_bias ? 1.0 : 0.0);
-        default: return o.kind == OpKind::Gemm ? gemm_launches(o, sc) : 1.0;
-    }
+    if (o.role == OpRole::LmHead) return (m.tied_embeddings ? 0.0 : 1.0) + (m.lm_head_bias ? 1.0 : 0.0);
+    bool bias = false;
+    if (norm_role(o.role)) bias = m.norm == NormKind::LayerNorm && m.norm_bias;
+    else if (o.role == OpRole::QProj || o.role == OpRole::KProj || o.role == OpRole::VProj || o.role == OpRole::QkvProj) bias = m.qkv_bias;
+    else if (o.role == OpRole::OProj) bias = m.out_bias;
+    else if (o.role == OpRole::GateUpProj || o.role == OpRole::UpProj || o.role == OpRole::DownProj) bias = m.mlp_bias;
+    return weight_modules(o, sc) * (bias ? 2.0 : 1.0);
 }
 
 // Stored-activation coefficients of the tensors some op of a site saves (a tensor
@@ -827,7 +823,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         g.launches[static_cast<int>(o.site)] += forward_launches(o, sc, m, t);
         g.forward_only_launches[static_cast<int>(o.site)] += forward_only_launches(o, sc, t);
         g.param_tensors[static_cast<int>(o.site)] += param_tensors(o, sc, m);
-        if ((o.weight.params > 0 || o.weight.tied_copy) && o.role != OpRole::VisionEncoder) g.weighted_modules[static_cast<int>(o.site)] += o.kind == OpKind::Gemm ? gemm_launches(o, sc) : 1.0;
+        if ((o.weight.params > 0 || o.weight.tied_copy) && o.role != OpRole::VisionEncoder) g.weighted_modules[static_cast<int>(o.site)] += weight_modules(o, sc);
     }
     return std::move(b.g);
 }

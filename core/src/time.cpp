@@ -180,6 +180,19 @@ struct TimeContext {
     // (fp8: the input's cast_transpose runs once however many GEMMs read it).
     mutable bool fp8_first_reader = false;
     [[nodiscard]] const LinkCost& link(Tier t) const { return t == Tier::InterNode ? tiers.inter : tiers.intra; }
+    // A per-site count of the step graph summed over the critical stage.
+    [[nodiscard]] double on_stage(const double (&per_site)[3]) const {
+        return max_layers * per_site[static_cast<int>(Site::Layer)] + (crit_last ? per_site[static_cast<int>(Site::Last)] : 0.0) +
+               (crit_first ? per_site[static_cast<int>(Site::First)] : 0.0);
+    }
+    // ZeRO-3's fetches of a per-site count per micro-batch: forward and backward of
+    // the stage, and the recomputed forward of each checkpointed layer, which
+    // fetches its weights again.
+    [[nodiscard]] double fetched(const double (&per_site)[3]) const {
+        const TrainingSetup& t = s.setup;
+        const double rec = t.recompute == Recompute::Full ? recompute_layers(t, max_layers).recomputed : 0.0;
+        return 2.0 * on_stage(per_site) + rec * per_site[static_cast<int>(Site::Layer)];
+    }
     [[nodiscard]] const std::string& link_id(Tier t) const {
         static const std::string none;
         return t == Tier::Local ? none : t == Tier::InterNode ? s.cluster.inter_node.id : s.cluster.intra_node.id;
@@ -396,12 +409,8 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     // already queued: forward (and the forward repeated by recompute) from
     // Python, backward from the autograd engine. The queue lets the host run
     // ahead, so the GPU waits only when issuing takes longer than running.
-    auto on_stage = [&](const double (&per_site)[3]) {
-        return L * per_site[static_cast<int>(Site::Layer)] + (c.crit_last ? per_site[static_cast<int>(Site::Last)] : 0.0) +
-               (c.crit_first ? per_site[static_cast<int>(Site::First)] : 0.0);
-    };
-    const double stage_launches = on_stage(c.g.launches);
-    const double backward_launches = stage_launches - on_stage(c.g.forward_only_launches);
+    const double stage_launches = c.on_stage(c.g.launches);
+    const double backward_launches = stage_launches - c.on_stage(c.g.forward_only_launches);
     double rec_launches = 0;
     if (t.recompute == Recompute::Full) rec_launches = rec_layers * c.g.launches[static_cast<int>(Site::Layer)];
     const Policy& pol = policy();
@@ -410,12 +419,7 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     // events, bookkeeping) and after them releases them, on every rank, however many
     // ranks there are (runtime/zero/parameter_offload.py, partitioned_param_coordinator.py);
     // the recomputed forward of a checkpointed layer fetches them again.
-    double hooks_mb = 0;
-    if (runs_deepspeed_zero3(t)) {
-        const double modules = on_stage(c.g.weighted_modules);
-        const double rec_modules = t.recompute == Recompute::Full ? rec_layers * c.g.weighted_modules[static_cast<int>(Site::Layer)] : 0.0;
-        hooks_mb = (2.0 * modules + rec_modules) * pol.zero3_module_hook_s;
-    }
+    const double hooks_mb = runs_deepspeed_zero3(t) ? c.fetched(c.g.weighted_modules) * pol.zero3_module_hook_s : 0.0;
     const double host_mb =
         (stage_launches + rec_launches) * pol.forward_launch_s + backward_launches * pol.backward_launch_s + hooks_mb;
     const double per_mb = std::max(gpu_mb, host_mb);
@@ -620,10 +624,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
             // which fetches its layer again -- each after a device synchronize and
             // followed by one copy per rank out of torch's flat buffer: its own ring
             // latency and host time per rank of the group, nothing overlapping it.
-            const auto at = [&](Site site) { return c.g.param_tensors[static_cast<int>(site)]; };
-            const double stage = c.max_layers * at(Site::Layer) + (c.crit_first ? at(Site::First) : 0.0) + (c.crit_last ? at(Site::Last) : 0.0);
-            const double gathers = 2.0 * stage + (t.recompute == Recompute::Full ? recompute_layers(t, c.max_layers).recomputed * at(Site::Layer) : 0.0);
-            latency = gathers * (ring + plan.dp_group.size * policy().list_gather_per_rank_s) + c.max_layers * ring;
+            latency = c.fetched(c.g.param_tensors) * (ring + plan.dp_group.size * policy().list_gather_per_rank_s) + c.max_layers * ring;
         }
         const double per_mb = dp_allgather(w16, 2) + (grads ? dp_allgather(grad_bytes) : 0) + latency;
         tb.dp_comm_s = c.micro_batches * per_mb;
