@@ -204,7 +204,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
             rows.push_back({{"id", r.id},           {"kind", r.kind},           {"metric", r.metric},
                             {"unit", r.unit},       {"published", r.published}, {"predicted", r.predicted},
                             {"error", r.error},     {"counted", r.counted},     {"verdict", r.verdict},
-                            {"verdict_ok", r.verdict_ok}, {"note", r.note},     {"source", r.source},
+                            {"verdict_ok", r.verdict_ok}, {"ran_fits", r.ran ? nlohmann::json(r.ran_fits) : nlohmann::json(nullptr)}, {"note", r.note},     {"source", r.source},
                             {"stack", r.stack},     {"regimes", r.regimes},     {"collection", r.collection},
                             {"missing_mechanism", r.missing_mechanism}, {"missing_input", r.missing_input}});
         auto groups = [](const std::vector<ValidationGroup>& gs) {
@@ -281,6 +281,11 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
     out << fmt::format("{} fits/OOM verdicts, {} wrong; {} of {} cases left out ({:.1f} %; issue 11's target < 5 %: {}){}\n", rep->verdicts,
                        rep->verdicts_failed, n_left, rep->rows.size(), 100.0 * left_share, left_share < 0.05 ? "met" : "NOT MET",
                        o.all ? "" : " (--all lists them with the reason)");
+    out << fmt::format("{} published runs timed whole (they ran, so they fit): {} predicted not to fit{}\n", rep->ran, rep->ran_not_fitting,
+                       rep->ran_not_fitting ? ":" : "");
+    for (const auto& r : rep->rows)
+        if (r.counted && r.ran && !r.ran_fits)
+            out << fmt::format("    {:<48} {:7.1f} GB of {:.1f} GB\n", r.id, r.ran_peak_gb, r.ran_capacity_gb);
     out << (rep->within_bounds() ? "WITHIN BOUNDS\n" : "OUTSIDE BOUNDS\n");
     return rep->within_bounds() ? 0 : 1;
 }

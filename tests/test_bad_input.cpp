@@ -90,7 +90,7 @@ TEST_CASE("bad flags: unknown presets, out-of-range values, impossible layouts",
          "error: cp = 2 needs a stack that runs it (generic-eager, torchtitan, megatron-core, megatron-core-0.7); stack = \"megatron-legacy\" runs data "
          "parallelism (DDP, ZeRO, FSDP), tensor and pipeline parallelism only\n"},
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--stack", "hf-peft", "--activation-offload", "on"},
-         "error: activation_offload = true needs a stack that runs it (generic-eager, unsloth, torchtune, megatron-core, megatron-core-0.7); stack = "
+         "error: activation_offload = true needs a stack that runs it (generic-eager, unsloth, torchtune, megatron-core, megatron-core-0.7, llm-foundry); stack = "
          "\"hf-peft\" has no such switch\n"},
     }));
     std::vector<std::string> full{"fit"};

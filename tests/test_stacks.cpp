@@ -90,6 +90,10 @@ TEST_CASE("stacks: logits bytes at the loss for an 8k x 128k step, per stack's l
     // the loss saves that fp32 copy and backward writes a new fp32 gradient
     // (inplace_backward=False): 4 + 4 = 8 B.
     CHECK(graph("llama-3-8b", Stack::HfFused).logits.bytes(8192, 1, 1, false) == Approx(n * 8));
+    // llm-foundry's default loss_fn 'fused_crossentropy' (flash-attn's CrossEntropyLoss,
+    // modeling_mpt.py v0.2.0-v0.4.0) on the 16-bit logits MPT's unembedding returns: it
+    // saves them, and backward writes a new bf16 gradient (inplace_backward=False): 2 + 2 = 4 B.
+    CHECK(graph("llama-3-8b", Stack::LlmFoundry).logits.bytes(8192, 1, 1, false) == Approx(n * 4));
 }
 
 TEST_CASE("Liger's fused linear cross-entropy: one token chunk's logits and the input's gradient", "[stacks][memory]") {

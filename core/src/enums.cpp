@@ -101,6 +101,7 @@ constexpr EnumEntry kStack[] = {
     {TP_E(Stack, MegatronCore), "megatron-core", "megatron,megatron-lm,nemo,megatron-deepspeed", "Megatron-LM / Megatron-Core / NeMo"},
     {TP_E(Stack, MegatronCore07), "megatron-core-0.7", "megatron-core-0.4,megatron-core-0.5,megatron-core-0.6", "Megatron-Core up to core_v0.7.0 (vocab-parallel cross-entropy subtracts the maximum out of place)"},
     {TP_E(Stack, MegatronLegacy), "megatron-legacy", "", "Megatron-LM's megatron/model before Megatron-Core (2020-2023) and its forks: Apex norms, eager SwiGLU and RoPE"},
+    {TP_E(Stack, LlmFoundry), "llm-foundry", "mosaic,composer,mosaic-composer", "MosaicML llm-foundry on Composer (PyTorch FSDP, flash-attn's fused cross-entropy)"},
 };
 constexpr EnumEntry kAttention[] = {
     {TP_E(AttentionKernel, Flash1), "flash1", "flash-attn-1", "FlashAttention 1"},

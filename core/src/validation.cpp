@@ -361,6 +361,13 @@ void evaluate(const ValidationCase& c, const Scenario& s, ValidationRow& row) {
         row.predicted = bytes / units::GB;
     } else {
         const TimeEstimate te = estimate_time(s);
+        if (c.metric != CaseMetric::LayerTime) {
+            const MemoryBreakdown mb = estimate_memory(s).peak();
+            row.ran = true;
+            row.ran_fits = mb.fits();
+            row.ran_peak_gb = mb.total / units::GB;
+            row.ran_capacity_gb = mb.capacity / units::GB;
+        }
         const double gpus = s.cluster.num_gpus;
         const double tokens_per_s = te.throughput.tokens_per_s;
         const double peak_flops = c.peak_tflops ? *c.peak_tflops * units::TFLOPS : te.throughput.peak_flops;
@@ -539,6 +546,10 @@ Result<ValidationReport> run_validation(const std::vector<TextSource>& files, Pr
         if (row.counted) {
             const bool grown = c.collection == "grown";
             (row.kind == "memory" ? (grown ? grown_mem : mem) : (grown ? grown_thr : thr)).push_back(row.error);
+        }
+        if (row.counted && row.ran) {
+            ++rep.ran;
+            if (!row.ran_fits) ++rep.ran_not_fitting;
         }
         if (row.verdict) {
             ++rep.verdicts;

@@ -82,6 +82,7 @@ enum class Stack {
     MegatronCore,  // Megatron-LM / Megatron-Core / NeMo / Megatron-DeepSpeed
     MegatronCore07,  // Megatron-Core up to core_v0.7.0: the loss's out-of-place max subtraction
     MegatronLegacy,  // Megatron-LM's megatron/model before Megatron-Core, and forks of it (Megatron-LLaMA)
+    LlmFoundry,      // MosaicML llm-foundry on Composer (PyTorch FSDP, flash-attn's fused cross-entropy)
 };
 
 [[nodiscard]] const char* to_string(Method v);

@@ -105,6 +105,12 @@ struct ValidationRow {
     bool counted = false;    // enters the statistics
     bool verdict = false;    // a fits / does-not-fit check instead of a number
     bool verdict_ok = false;
+    // A published step time or throughput of a whole model is also a verdict the
+    // source did not write down: the run ran, so it fit. `ran`: such a row (not a
+    // per-layer timing); `ran_fits`: the model's peak fits the card too.
+    bool ran = false;
+    bool ran_fits = false;
+    double ran_peak_gb = 0, ran_capacity_gb = 0;
     std::string note;        // why left out, or the assumptions made
     std::string source;
     std::string stack, collection;
@@ -132,6 +138,7 @@ struct ValidationReport {
     ValidationStats all_memory, all_throughput;      // every counted case, both collections (issue 11's targets)
     std::vector<ValidationGroup> by_stack, by_regime;  // every counted case
     int verdicts = 0, verdicts_failed = 0;
+    int ran = 0, ran_not_fitting = 0;  // counted runs that ran; those predicted not to fit
     // Budgets (the reference collection): memory median <= 5 %, worst <= 15 %;
     // throughput median <= 10 %, 90th percentile <= 20 %.
     [[nodiscard]] bool within_bounds() const;
