@@ -153,8 +153,11 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
                            rep.fits && over_capacity_at_p90(*mband, peak.total, peak.capacity) ? "; at the P90 end it does not fit" : "");
     }
     if (rep.fits) {
-        out << fmt::format("FITS: {} headroom ({:.0f} % of capacity free)\n", gb(peak.headroom()),
-                           100.0 * peak.headroom() / peak.capacity);
+        out << fmt::format("FITS: {} headroom ({:.0f} % of capacity free{})\n", gb(peak.headroom()),
+                           100.0 * peak.headroom() / peak.capacity,
+                           peak.gathered_ahead > 0 ? fmt::format(", counting the {} of layers gathered ahead, which the allocator gives back first",
+                                                                 gb(peak.gathered_ahead))
+                                                   : std::string());
         return 0;
     }
     if (peak.total <= peak.capacity)  // the GPU holds it; the node's RAM does not hold what is offloaded

@@ -188,3 +188,25 @@ TEST_CASE("fit carries the memory band simulate prints for the same scenario (is
     CHECK(f["memory"]["total_bytes_p90"].get<double>() >= f["memory"]["total_bytes"].get<double>());
     CHECK(f["intervals"]["memory"]["cases"].get<int>() >= 8);  // kMinBand: a band needs at least 8 cases
 }
+
+TEST_CASE("headroom counts layers gathered ahead of the compute as free: they fill only spare memory", "[cli][fit][zero3]") {
+    // Llama-2-13B, ZeRO-3 over 16 RTX 4090 (25.76 GB each), full recompute: DeepSpeed
+    // under overlap_comm gathers layers ahead of the GPU into whatever the card has
+    // spare, so the printed total meets the capacity; what the run could still take
+    // before an out-of-memory is that spare, not zero. The elastic bytes are one 13B
+    // layer's 16-bit weights at most per layer: 317 M params x 2 B = 0.63 GB each, so
+    // the headroom is a whole number of them below the 40-layer stage's 25 GB.
+    const auto r = cli({"fit", "llama-2-13b", "--gpu", "rtx-4090", "--gpus", "16", "--zero", "3", "--recompute", "full",
+                        "--global-batch", "16", "--json"});
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    const double cap = j["memory"]["capacity_bytes"].get<double>();
+    const double total = j["memory"]["total_bytes"].get<double>();
+    const double ahead = j["memory"]["gathered_ahead_bytes"].get<double>();
+    CHECK(total == Approx(cap));  // the card is full ...
+    CHECK(ahead > 0.63e9);        // ... with at least one layer gathered ahead ...
+    CHECK(j["memory"]["headroom_bytes"].get<double>() == Approx(ahead));  // ... which is the room left
+    const auto text = cli({"fit", "llama-2-13b", "--gpu", "rtx-4090", "--gpus", "16", "--zero", "3", "--recompute", "full", "--global-batch", "16"});
+    CHECK(text.out.find("FITS: 0.00 GB headroom") == std::string::npos);
+    CHECK(text.out.find("of layers gathered ahead, which the allocator gives back first") != std::string::npos);
+}

@@ -520,7 +520,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& asked, size_t t
 
     const LayerGraph graph = build_layer_graph(m, base.setup);
     const double headroom_needed = std::max(0.0, space.min_headroom_bytes);
-    auto fits = [&](const MemoryBreakdown& b) { return b.total + headroom_needed <= b.capacity && b.host_fits(); };
+    auto fits = [&](const MemoryBreakdown& b) { return b.fits() && b.headroom() >= headroom_needed; };
     // A configuration's place in the enumeration (shape, its k-th valid setup,
     // variant, overlap_grad_reduce, dominated DP-side values): the tie-break
     // shared with brute force.

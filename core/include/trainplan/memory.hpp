@@ -116,7 +116,10 @@ struct MemoryBreakdown {
     double host_capacity = 0;
     [[nodiscard]] bool host_fits() const { return host_capacity <= 0 || cpu <= host_capacity; }
     [[nodiscard]] bool fits() const { return total <= capacity && host_fits(); }
-    [[nodiscard]] double headroom() const { return capacity - total; }
+    // What the run could still take before an out-of-memory: capacity less the peak,
+    // where layers gathered ahead of the compute count as free (they fill only what
+    // the device has spare, and the allocator hands them back before it would fail).
+    [[nodiscard]] double headroom() const { return capacity - (total - gathered_ahead); }
 };
 
 struct StageMemory {
