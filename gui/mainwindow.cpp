@@ -123,9 +123,9 @@ bool field_applies(const Field& f, const Scenario& s) {
     if (key == "grad_accum_fusion") return t.framework == Framework::Megatron;
     if (key == "nccl") return s.cluster.num_gpus > 1 && s.cluster.intra_node.nvls;  // only NVLS buffers depend on it
     if (key == "recompute_method" || key == "recompute_layers") return t.recompute == Recompute::Full;
-    if (key == "ds_sub_group_size") return runs_deepspeed_zero3(t);
+    if (key == "ds_sub_group_size" || key == "ds_prefetch_bucket" || key == "ds_max_reuse_distance") return runs_deepspeed_zero3(t);
     if (key == "fused_linear_ce") return fused_linear_ce_runs(t);
-    if (key == "ds_reduce_bucket") return runs_deepspeed_zero12(t);
+    if (key == "ds_reduce_bucket") return runs_deepspeed_zero(t);
     if (key == "ds_overlap_comm") return runs_deepspeed_zero(t);
     if (key == "fsdp_limit_all_gathers") return t.fsdp != FsdpStrategy::None;
     if (key == "ds_gather_per_tensor") return t.zero_stage == 3 && t.fsdp == FsdpStrategy::None;

@@ -2,6 +2,7 @@
 // optimizer bytes-per-parameter table: model-state memory per GPU.
 #include <catch2/catch.hpp>
 #include <toml++/toml.h>
+#include <nlohmann/json.hpp>
 
 #include "helpers.hpp"
 #include "trainplan/units.hpp"
@@ -59,4 +60,24 @@ TEST_CASE("bytes per parameter of the other optimizers", "[memory]") {
     t.optimizer = OptimizerKind::AdamW;
     t.precision = Precision::FP32;
     CHECK(bytes_per_trainable_param(t).total() == Approx(16));
+}
+
+TEST_CASE("DeepSpeed ZeRO-3 keeps the head and the last layers gathered at the turn to backward (stage3_max_reuse_distance)", "[zero][zero3][memory]") {
+    // partitioned_param_coordinator.py __params_to_release: after a module's forward its
+    // parameters stay gathered where the trace fetches them again within
+    // stage3_max_reuse_distance elements. Llama-2-7B: a layer is 4 x 4096^2 + 3 x 4096 x
+    // 11008 + 2 x 4096 = 202,383,360 parameters, the head 32000 x 4096 + 4096 =
+    // 131,076,096. Layer L-k's backward comes after k - 1 layers forward, the head forward
+    // and backward, and k - 1 layers backward: kept while 2 (k - 1) x 202.4 M + 2 x 131.1 M
+    // < 1e9, so k = 1, 2 -- two layers, 404,766,720 parameters, 809,533,440 B in bf16 more
+    // than with the distance at 0 (where only the head, whose backward follows at once,
+    // is kept; the 45.1 M-parameter MLP matrix being gathered is the larger of the two).
+    auto temporary = [](const char* reuse) {
+        const auto r = tp_test::cli({"fit", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "8", "--zero", "3", "--framework", "deepspeed",
+                                     "--seq-len", "4096", "--micro-batch", "4", "--recompute", "full", "--ds-max-reuse-distance", reuse, "--json"});
+        return nlohmann::json::parse(r.out)["memory"]["temporary_bytes"].get<double>();
+    };
+    CHECK(temporary("1e9") - temporary("0") == Approx(809533440.0));
+    // 4e8 keeps one layer (2 x 131.1 M = 262.2 M fetched before the last layer's reuse).
+    CHECK(temporary("1e9") - temporary("4e8") == Approx(404766720.0));
 }

@@ -442,7 +442,27 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         }
         // Units that hold frozen base weights beside adapters (fsdp_units_mix_frozen)
         // produce the whole layer's gradient as full fine-tuning does.
-        temp += 2.0 * layer * w_gather + (full ? layer * c.bpp.gradients : c.units_mix_frozen ? layer * c.weight_compute_bpp : 0);
+        if (runs_deepspeed_zero3(t)) {
+            // DeepSpeed ZeRO-3 gathers module by module, not layer by layer: the
+            // current module and what it prefetches (ds_prefetch_bucket elements),
+            // and at the turn to backward what __params_to_release keeps because
+            // the trace reuses it within ds_max_reuse_distance fetched elements:
+            // the head (its backward follows its forward) and layer L-k while the
+            // fetches between its forward and its backward -- k - 1 layers each way
+            // and the head twice -- stay under the distance. Its gradients go module
+            // by module into the reduce bucket (reduce_bucket_size elements,
+            // stage3.py __add_grad_to_ipg_bucket), reduce-scattered when it fills.
+            const int li = static_cast<int>(Site::Layer);
+            const double module = g.largest_module[li] / (g.largest_module_tp_split[li] ? lay.tp : 1);
+            const double head = last ? stage_params(g, c.plan, 0, false, true).total() : 0.0;
+            double kept = last ? head : 0.0;
+            if (t.ds_max_reuse_distance > 2.0 * head && layer > 0)
+                kept += std::min(static_cast<double>(st.layers), std::floor((t.ds_max_reuse_distance - 2.0 * head) / (2.0 * layer)) + 1.0) * layer;
+            const double gathered = std::min(static_cast<double>(st.layers) * layer + head, std::max(module, kept) + t.ds_prefetch_bucket);
+            temp += gathered * w_gather + (full ? (module + std::min(layer, t.ds_reduce_bucket)) * c.bpp.gradients : 0);
+        } else {
+            temp += 2.0 * layer * w_gather + (full ? layer * c.bpp.gradients : c.units_mix_frozen ? layer * c.weight_compute_bpp : 0);
+        }
         // FSDP keeps the root unit -- what no wrapped block holds: embeddings,
         // final norm, head -- unsharded from the end of forward through backward
         // (torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: "Do not

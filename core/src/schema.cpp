@@ -319,7 +319,7 @@ std::vector<Field> make_fields() {
         TP_AT(setup.ds_gather_per_tensor)));
     f.push_back(row<&In::ds_reduce_bucket>("training", "ds_reduce_bucket", "--ds-reduce-bucket", "DeepSpeed reduce bucket",
                                            number(1, 1e12),
-                                           "DeepSpeed zero_optimization.reduce_bucket_size in elements: ZeRO-1/2 copy gradients into a bucket this size (default 5e8, DeepSpeed's)",
+                                           "DeepSpeed zero_optimization.reduce_bucket_size in elements: ZeRO-1/2 copy gradients into a bucket this size, ZeRO-3 module by module before each reduce-scatter (default 5e8, DeepSpeed's)",
                                            TP_AT(setup.ds_reduce_bucket)));
     f.push_back(row<&In::ds_overlap_comm>(
         "training", "ds_overlap_comm", "--ds-overlap-comm", "DeepSpeed overlap_comm", boolean(),
@@ -338,6 +338,14 @@ std::vector<Field> make_fields() {
                                             number(1, 1e15),
                                             "DeepSpeed zero_optimization.sub_group_size in elements: the ZeRO-3 step copies one sub-group's gradients at a time (default 1e9, DeepSpeed's)",
                                             TP_AT(setup.ds_sub_group_size)));
+    f.push_back(row<&In::ds_prefetch_bucket>("training", "ds_prefetch_bucket", "--ds-prefetch-bucket", "DeepSpeed stage3_prefetch_bucket_size",
+                                             number(0, 1e15),
+                                             "DeepSpeed zero_optimization.stage3_prefetch_bucket_size in elements: ZeRO-3 gathers the modules after the current one up to this many (default 5e7, DeepSpeed's; the HF integration's \"auto\" is 0.9 h^2)",
+                                             TP_AT(setup.ds_prefetch_bucket)));
+    f.push_back(row<&In::ds_max_reuse_distance>("training", "ds_max_reuse_distance", "--ds-max-reuse-distance", "DeepSpeed stage3_max_reuse_distance",
+                                                number(0, 1e15),
+                                                "DeepSpeed zero_optimization.stage3_max_reuse_distance in elements: ZeRO-3 keeps a module's gathered parameters where the trace uses them again within this many fetched elements, as the head and last layers at the turn to backward (default 1e9, DeepSpeed's)",
+                                                TP_AT(setup.ds_max_reuse_distance)));
     f.push_back(row<&In::ddp_bucket_view>("training", "ddp_bucket_view", "--ddp-bucket-view", "DDP gradient_as_bucket_view", boolean(),
                                           "torch DDP gradient_as_bucket_view: on makes the gradients views of the all-reduce buckets; off (PyTorch's default) keeps a second, gradient-sized copy in them",
                                           TP_AT(setup.ddp_bucket_view)));

@@ -78,6 +78,8 @@ struct ScenarioInput {
     std::optional<bool> ds_overlap_comm;
     std::optional<bool> fused_linear_ce;
     std::optional<double> ds_sub_group_size;
+    std::optional<double> ds_prefetch_bucket;
+    std::optional<double> ds_max_reuse_distance;
     std::optional<bool> ddp_bucket_view;
     std::optional<bool> tp_comm_overlap;
     std::optional<bool> grad_reduce_bf16;

@@ -217,6 +217,16 @@ struct TrainingSetup {
     // in sub-groups of at least this many elements (stage3.py
     // _create_fp16_sub_groups), one sub-group's gradient copies at a time.
     double ds_sub_group_size = 1e9;
+    // DeepSpeed ZeRO-3 gathers one module that owns weights at a time and prefetches
+    // the next ones up to zero_optimization.stage3_prefetch_bucket_size elements
+    // (DeepSpeed's default 5e7; the HF integration's "auto" writes 0.9 h^2). After a
+    // module's forward it keeps the parameters that the trace uses again within
+    // stage3_max_reuse_distance elements of fetches (default 1e9): at the turn from
+    // forward to backward the head and the last layers stay gathered
+    // (runtime/zero/partitioned_param_coordinator.py fetch_sub_module,
+    // __params_to_release; defaults in runtime/zero/config.py).
+    double ds_prefetch_bucket = 5e7;
+    double ds_max_reuse_distance = 1e9;
     // torch.nn.parallel.DistributedDataParallel gradient_as_bucket_view (PyTorch
     // docs; default False, and accelerate / the HF Trainer, Lightning / Fabric and
     // LitGPT leave it so). Off, DDP's Reducer keeps flat all-reduce buckets covering
