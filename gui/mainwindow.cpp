@@ -726,13 +726,22 @@ void MainWindow::showResults() {
         banner_->setToolTip("The estimate fits; published runs like this one peaked up to the P90 figure, which does not: leave more headroom before buying or launching.");
         setStyleIfChanged(banner_, "background: #9a6700; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     } else if (m.fits()) {
-        banner_->setText(QString("FITS: %1%4 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange));
+        // Layers gathered ahead of the compute fill only spare memory and are given
+        // back before an out-of-memory: the headroom counts them as free (fit says so too).
+        const QString ahead = m.gathered_ahead > 0 ? QString(" incl. %1 gathered ahead").arg(gbtext(m.gathered_ahead)) : QString();
+        banner_->setText(QString("FITS: %1%4 of %2 per GPU, %3 headroom%5").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange, ahead));
+        banner_->setToolTip(m.gathered_ahead > 0 ? QString("The peak includes %1 of layers gathered ahead of the compute (ZeRO-3 / FSDP without a limiter): they take only "
+                                                           "memory the card has spare, and the caching allocator gives them back before it would run out, so the "
+                                                           "headroom counts them as free.").arg(gbtext(m.gathered_ahead))
+                                                 : QString());
         setStyleIfChanged(banner_, "background: #1a7f37; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     } else if (m.total <= m.capacity) {
+        banner_->setToolTip(QString());
         banner_->setText(QString("DOES NOT FIT in host memory: %1 per GPU offloaded, %2 over its share of the node's RAM")
                              .arg(gbtext(m.cpu), gbtext(m.cpu - m.host_capacity)));
         setStyleIfChanged(banner_, "background: #d1242f; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     } else {
+        banner_->setToolTip(QString());
         banner_->setText(QString("DOES NOT FIT: needs %1%4 per GPU, %2 over the %3").arg(gbtext(m.total), gbtext(-m.headroom()), gbtext(m.capacity), mrange));
         setStyleIfChanged(banner_, "background: #d1242f; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     }

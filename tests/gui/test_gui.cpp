@@ -691,12 +691,15 @@ private slots:
         QVERIFY(!enabled("tf32Check"));
         child<QComboBox>(w, "precisionCombo")->setCurrentText("fp32");
         QVERIFY(enabled("tf32Check"));
-        // DeepSpeed's bucket knobs under its ZeRO-1/2, the sub-group size under its ZeRO-3.
+        // DeepSpeed's reduce bucket under all its ZeRO stages, the sub-group size and the
+        // ZeRO-3 gather knobs (prefetch bucket, reuse distance) under its ZeRO-3 only.
         child<QComboBox>(w, "frameworkCombo")->setCurrentText("deepspeed");
         child<QSpinBox>(w, "zeroSpin")->setValue(2);
         QVERIFY(enabled("dsReduceBucketSpin") && enabled("dsOverlapCommCheck") && !enabled("dsSubGroupSizeSpin"));
+        QVERIFY(!enabled("dsPrefetchBucketSpin") && !enabled("dsMaxReuseDistanceSpin"));
         child<QSpinBox>(w, "zeroSpin")->setValue(3);
-        QVERIFY(!enabled("dsReduceBucketSpin") && enabled("dsSubGroupSizeSpin"));
+        QVERIFY(enabled("dsReduceBucketSpin") && enabled("dsSubGroupSizeSpin"));
+        QVERIFY(enabled("dsPrefetchBucketSpin") && enabled("dsMaxReuseDistanceSpin"));
         QVERIFY(!enabled("gradAccumFusionCheck"));
         child<QComboBox>(w, "frameworkCombo")->setCurrentText("megatron");
         QVERIFY(enabled("gradAccumFusionCheck") && !enabled("dsSubGroupSizeSpin"));
