@@ -32,7 +32,7 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
     };
     const BytesPerParam bpp = bytes_per_trainable_param(t);
     std::string wnote = t.method == Method::QLoRA ? "4-bit base + 16-bit adapters"
-                        : t.method == Method::LoRA ? "frozen 16-bit base + adapters"
+                        : t.method == Method::LoRA ? fmt::format("frozen {:g}-bit base + adapters", 8 * activation_bytes_per_elem(t.precision))
                                                    : fmt::format("{:g} B/param", bpp.weights);
     if (t.zero_stage >= 3) wnote += fmt::format(", sharded over {}", t.layout.dp);
     if (t.method == Method::Full && t.fsdp == FsdpStrategy::ShardGradOp)

@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <set>
+
 #include "helpers.hpp"
 
 using tp_test::cli;
@@ -209,4 +212,36 @@ TEST_CASE("headroom counts layers gathered ahead of the compute as free: they fi
     const auto text = cli({"fit", "llama-2-13b", "--gpu", "rtx-4090", "--gpus", "16", "--zero", "3", "--recompute", "full", "--global-batch", "16"});
     CHECK(text.out.find("FITS: 0.00 GB headroom") == std::string::npos);
     CHECK(text.out.find("of layers gathered ahead, which the allocator gives back first") != std::string::npos);
+}
+
+TEST_CASE("remedies are minimal: no supporting change the fit does not need, no remedy inside another", "[cli][fit]") {
+    // LoRA on Llama-2-7B at 2048 tokens on a 24 GB RTX 4090: full recompute alone keeps
+    // one layer input per layer (2 x 2048 x 4096 B = 16.8 MB, 0.5 GB over 32 layers) of
+    // the 18 GB of activations, and fits. Remedies once read "Liger fused linear
+    // cross-entropy + full recompute" and "selective recompute + fused linear
+    // cross-entropy + full recompute" above it, each with changes the fit did not need.
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"fit", "llama-2-7b", "--method", "lora", "--gpu", "rtx-4090", "--json"},
+          std::vector<std::string>{"fit", "llama-2-13b", "--gpu", "rtx-4090", "--json"},
+          std::vector<std::string>{"fit", "llama-3-8b", "--gpu", "a100-sxm-40gb", "--seq-len", "8192", "--json"}}) {
+        const auto r = cli(args);
+        REQUIRE(r.code == 1);
+        const auto j = nlohmann::json::parse(r.out);
+        std::vector<std::set<std::string>> sets;
+        for (const auto& rem : j["remedies"]) {
+            const std::string title = rem["title"].get<std::string>();
+            CAPTURE(title);
+            CHECK_FALSE((title.find("selective recompute") != std::string::npos && title.find("full recompute") != std::string::npos));
+            std::set<std::string> c;
+            for (const auto& line : rem["changes"]) c.insert(line.get<std::string>());
+            if (rem["extra_gpus"].get<int>() == 0) sets.push_back(c);
+        }
+        for (size_t a = 0; a < sets.size(); ++a)
+            for (size_t b = 0; b < sets.size(); ++b)
+                if (a != b && sets[a].size() < sets[b].size())
+                    CHECK_FALSE(std::includes(sets[b].begin(), sets[b].end(), sets[a].begin(), sets[a].end()));
+    }
+    const auto j = nlohmann::json::parse(cli({"fit", "llama-2-7b", "--method", "lora", "--gpu", "rtx-4090", "--json"}).out);
+    REQUIRE(!j["remedies"].empty());
+    CHECK(j["remedies"][0]["title"] == "full activation recompute");
 }

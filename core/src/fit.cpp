@@ -123,19 +123,42 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
         if (!p.apply(x, changes)) continue;
         if (!validate(x).empty()) continue;
         MemoryBreakdown mem = estimate_memory(x).peak();
-        std::string title = p.title;
-        int cost = p.cost;
-        for (const auto& [name, apply] : supports) {
-            if (mem.fits()) break;
-            if (!apply(x, changes)) continue;
+        std::vector<size_t> used;  // the supporting changes added, in order
+        for (size_t i = 0; i < supports.size() && !mem.fits(); ++i) {
+            if (!supports[i].second(x, changes)) continue;
+            used.push_back(i);
             mem = estimate_memory(x).peak();
-            const std::string sel = " + selective recompute";
-            if (name == "full recompute" && title.size() >= sel.size() && title.compare(title.size() - sel.size(), sel.size(), sel) == 0)
-                title.resize(title.size() - sel.size());
-            title += " + " + name;
-            cost += 1;
         }
         if (!mem.fits() || !validate(x).empty()) continue;
+        // Keep only the supporting changes the fit needs: one added later (full
+        // recompute) can make an earlier one (fused cross-entropy, selective
+        // recompute) unnecessary. Each is dropped in turn where the rest still fit.
+        for (size_t k = 0; k < used.size();) {
+            Scenario y = s;
+            Changes cy;
+            extra_gpus = 0;
+            p.apply(y, cy);
+            for (size_t m = 0; m < used.size(); ++m)
+                if (m != k) supports[used[m]].second(y, cy);
+            const MemoryBreakdown my = estimate_memory(y).peak();
+            if (my.fits() && validate(y).empty()) {
+                used.erase(used.begin() + static_cast<std::ptrdiff_t>(k));
+                x = std::move(y);
+                changes = std::move(cy);
+                mem = my;
+            } else {
+                ++k;
+            }
+        }
+        const auto uses = [&](const char* name) {
+            return std::any_of(used.begin(), used.end(), [&](size_t i) { return supports[i].first == name; });
+        };
+        // Selective recompute that needs full recompute is full recompute, listed on its own.
+        if (p.title == "selective recompute" && uses("full recompute")) continue;
+        std::string title = p.title;
+        for (size_t i : used)
+            if (!(supports[i].first == "selective recompute" && uses("full recompute"))) title += " + " + supports[i].first;
+        const int cost = p.cost + static_cast<int>(used.size());
         std::string key;
         for (const auto& c : changes.lines) key += c + ";";
         if (!seen.insert(key).second) continue;
@@ -155,6 +178,21 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
         r.slowdown = te.throughput.tokens_per_s > 0 ? base_time.throughput.tokens_per_s / te.throughput.tokens_per_s - 1.0 : 0.0;
         rep.remedies.push_back(std::move(r));
     }
+    // A remedy that makes every change another one makes, and more, is no faster
+    // and not needed (more GPUs aside: they buy speed as well as memory).
+    const auto subset = [](const Remedy& a, const Remedy& b) {  // a's changes a strict subset of b's
+        if (a.changes.size() >= b.changes.size()) return false;
+        return std::all_of(a.changes.begin(), a.changes.end(),
+                           [&](const std::string& c) { return std::find(b.changes.begin(), b.changes.end(), c) != b.changes.end(); });
+    };
+    std::vector<Remedy> kept;
+    for (const Remedy& r : rep.remedies) {
+        const bool covered = r.extra_gpus == 0 && std::any_of(rep.remedies.begin(), rep.remedies.end(), [&](const Remedy& q) {
+                                 return subset(q, r) && q.slowdown <= r.slowdown + 0.005;
+                             });
+        if (!covered) kept.push_back(r);
+    }
+    rep.remedies = std::move(kept);
     std::stable_sort(rep.remedies.begin(), rep.remedies.end(), [](const Remedy& a, const Remedy& b) {
         if ((a.extra_gpus > 0) != (b.extra_gpus > 0)) return b.extra_gpus > 0;
         if (std::fabs(a.slowdown - b.slowdown) > 0.005) return a.slowdown < b.slowdown;
