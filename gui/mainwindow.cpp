@@ -794,6 +794,11 @@ void MainWindow::showResults() {
                        .arg(100 * te.throughput.hfu, 0, 'f', 1)
                        .arg(trange);
     if (tband) text += QString("<br><small>P10-P90: %1</small>").arg(QString::fromStdString(tband->regime).toHtmlEscaped());
+    // Under LoRA / QLoRA MFU counts the base model's 6N per token, weight gradients the
+    // frozen base never runs included (as simulate says it); HFU counts what runs.
+    if (s.setup.method != Method::Full)
+        text += QString("<br><small>MFU counts the base model's 6N FLOPs per token, the frozen weights' gradient GEMMs that never run "
+                        "included (PaLM convention, comparable across methods); HFU counts the FLOPs executed.</small>");
     if (s.run.tokens_to_train > 0)
         text += QString("<br>%1 B tokens: %2 days, %3 GPU-hours, %4 MWh")
                     .arg(s.run.tokens_to_train / 1e9, 0, 'g', 4)
