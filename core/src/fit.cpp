@@ -155,9 +155,9 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
         };
         // Selective recompute that needs full recompute is full recompute, listed on its own.
         if (p.title == "selective recompute" && uses("full recompute")) continue;
+        // (Selective and full recompute never both stay: full alone fits where both do.)
         std::string title = p.title;
-        for (size_t i : used)
-            if (!(supports[i].first == "selective recompute" && uses("full recompute"))) title += " + " + supports[i].first;
+        for (size_t i : used) title += " + " + supports[i].first;
         const int cost = p.cost + static_cast<int>(used.size());
         std::string key;
         for (const auto& c : changes.lines) key += c + ";";

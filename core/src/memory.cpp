@@ -452,10 +452,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
             // and the head twice -- stay under the distance. Its gradients go module
             // by module into the reduce bucket (reduce_bucket_size elements,
             // stage3.py __add_grad_to_ipg_bucket), reduce-scattered when it fills.
-            const int li = static_cast<int>(Site::Layer);
-            const double module = g.largest_module[li] / (g.largest_module_tp_split[li] ? lay.tp : 1);
+            const double module = g.largest_layer_module / (g.largest_layer_module_tp_split ? lay.tp : 1);
             const double head = last ? stage_params(g, c.plan, 0, false, true).total() : 0.0;
-            double kept = last ? head : 0.0;
+            double kept = head;
             if (t.ds_max_reuse_distance > 2.0 * head && layer > 0)
                 kept += std::min(static_cast<double>(st.layers), std::floor((t.ds_max_reuse_distance - 2.0 * head) / (2.0 * layer)) + 1.0) * layer;
             const double gathered = std::min(static_cast<double>(st.layers) * layer + head, std::max(module, kept) + t.ds_prefetch_bucket);

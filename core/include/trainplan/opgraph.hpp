@@ -245,11 +245,11 @@ struct StepGraph {
     // Parameter tensors per site (a weight, its bias, a LayerNorm's scale and shift),
     // those of an idle image encoder left out: what a per-tensor gather moves one by one.
     double param_tensors[3] = {0, 0, 0};
-    // The largest module that owns weights, per site, in parameters (a tensor-parallel
-    // one before its split: largest_module_tp_split): DeepSpeed ZeRO-3 gathers one
+    // A layer's largest module that owns weights, in parameters (a tensor-parallel one
+    // before its split: largest_layer_module_tp_split): DeepSpeed ZeRO-3 gathers one
     // module at a time.
-    double largest_module[3] = {0, 0, 0};
-    bool largest_module_tp_split[3] = {false, false, false};
+    double largest_layer_module = 0;
+    bool largest_layer_module_tp_split = false;
 
     // Stored bytes per layer under a recompute policy.
     [[nodiscard]] const ActivationCoeffs& stored(Recompute r) const {
