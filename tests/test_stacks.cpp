@@ -165,6 +165,19 @@ TEST_CASE("stacks: eager RMSNorm's fp32 input copy and eager SwiGLU's extra tens
     CHECK(graph(ln, Stack::HfPeft).stored_none.bytes(1, 1, 1, false) == graph(ln, Stack::HfFused).stored_none.bytes(1, 1, 1, false));
 }
 
+TEST_CASE("stacks: Lit-GPT before PR #606 kept its RMSNorm input in the activation dtype", "[stacks][memory]") {
+    // lit_gpt/rmsnorm.py up to commit 6178c7cc (2023-10-24): `x * x`, `x *
+    // torch.rsqrt(...)`, `self.weight * x_normed`, all in bf16, keep the 16-bit input;
+    // PR #606 put `x = x.float()` first, and the saved copy became fp32. Llama-2-7B,
+    // h = 4096, two norms per layer: 2 x (4 - 2) x 4096 = 16,384 B per token per layer,
+    // and nothing else differs (the loss, SwiGLU and attention are the same code).
+    const StepGraph now = graph("llama-2-7b", Stack::LitGPT);
+    const StepGraph then = graph("llama-2-7b", Stack::LitGPT2023);
+    CHECK(now.stored_none.bytes(1, 1, 1, false) - then.stored_none.bytes(1, 1, 1, false) == Approx(2.0 * 2 * 4096));
+    CHECK(now.logits.bytes(8192, 1, 1, false) == then.logits.bytes(8192, 1, 1, false));
+    CHECK(std::string(to_string(Stack::LitGPT2023)) == "litgpt-2023.10");
+}
+
 TEST_CASE("stacks: xformers' swiglu() runs its packed kernel where DeepSpeed ZeRO-1/2 flatten the weights", "[stacks][memory]") {
     // whyNLP's LlamaMLP calls xformers.ops.swiglu(x, gate.weight, .., up.weight, ..,
     // down.weight, ..). DeepSpeed ZeRO-1/2 re-point each trained 16-bit parameter at

@@ -95,6 +95,7 @@ constexpr EnumEntry kStack[] = {
     {TP_E(Stack, HfFused), "hf-fused", "", "transformers with flash-attn CE / RMSNorm patched in (whyNLP/tinyllama)"},
     {TP_E(Stack, Unsloth), "unsloth", "", "Unsloth (Triton CE, RMSNorm, SwiGLU kernels)"},
     {TP_E(Stack, LitGPT), "litgpt", "lit-gpt,lightning", "LitGPT on Lightning Fabric"},
+    {TP_E(Stack, LitGPT2023), "litgpt-2023.10", "lit-gpt-2023.10", "Lit-GPT up to 2023-10-24 (PR #606): RMSNorm in the activation dtype, no fp32 upcast"},
     {TP_E(Stack, Torchtitan), "torchtitan", "", "torchtitan (FSDP2, torch.compile optional)"},
     {TP_E(Stack, Torchtune), "torchtune", "", "torchtune recipes (chunked cross-entropy)"},
     {TP_E(Stack, DeepSpeed), "deepspeed", "", "DeepSpeed engine over Hugging Face model code"},

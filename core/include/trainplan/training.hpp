@@ -76,6 +76,7 @@ enum class Stack {
     HfFused,       // transformers with flash-attn CE / RMSNorm patched in (whyNLP/tinyllama)
     Unsloth,
     LitGPT,
+    LitGPT2023,    // Lit-GPT before 2023-10-24 (PR #606): RMSNorm in the activation dtype
     Torchtitan,
     Torchtune,
     DeepSpeed,     // DeepSpeed engine over Hugging Face model code (DeepSpeed-Chat, HF + ZeRO)
