@@ -820,8 +820,9 @@ Scenario ddp_llama7b() {
     return s;
 }
 // What a run needs of its card: its total less the layers gathered ahead of
-// the compute, which take only room the device has free.
-double needed(const MemoryBreakdown& m) { return m.total - m.gathered_ahead; }
+// the compute and the step copies' own segments, which take only room the
+// device has free.
+double needed(const MemoryBreakdown& m) { return m.total - m.gathered_ahead - m.step_segments; }
 // The remedy `fit` offers for a run `short_by` bytes over its card whose only
 // change is `change` (nullptr where none is), checked to need it.
 const Remedy* sole_remedy(Scenario s, double short_by, const std::string& change, FitReport& rep) {
@@ -1031,6 +1032,26 @@ TEST_CASE("DeepSpeed ZeRO: step copies no freed block can hold take segments of 
     REQUIRE_FALSE(z3.peak_at_step);
     CHECK(z3.step_segments == Approx(6.0 * psi / 8).epsilon(1e-9));
     CHECK(z3.reserved() - z3.allocated >= z3.step_segments);
+    // Those segments are the allocator's to give back: a cudaMalloc that fails makes
+    // it free every unsplit cached block and retry (CUDACachingAllocator.cpp malloc
+    // -> release_cached_blocks), and backward's transient segments are wholly free
+    // by the step. On a card 1 GB short of that total (less the layers gathered
+    // ahead, which give way first), the reserve gives up 1 GB of them and the run
+    // fits at the card's size; 1 GB short of the total without them, it does not
+    // fit, by 1 GB, whatever they were.
+    const double firm = z3.total - z3.gathered_ahead;
+    Scenario tight = s;
+    tight.cluster.gpu.capacity_bytes = firm - 1e9;
+    const MemoryBreakdown t1 = estimate_memory(tight).peak();
+    CHECK(t1.allocated == Approx(z3.allocated).epsilon(1e-12));
+    CHECK(t1.step_segments == Approx(z3.step_segments - 1e9).epsilon(1e-9));
+    CHECK(t1.total == Approx(tight.cluster.gpu.capacity_bytes).epsilon(1e-12));
+    CHECK(t1.fits());
+    tight.cluster.gpu.capacity_bytes = firm - z3.step_segments - 1e9;
+    const MemoryBreakdown t2 = estimate_memory(tight).peak();
+    CHECK(t2.step_segments == 0);
+    CHECK(t2.total - t2.capacity == Approx(1e9).epsilon(1e-9));
+    CHECK_FALSE(t2.fits());
     // LoRA r = 8 on q and v under ZeRO-2 on one rank: the partition is the
     // adapters, 32 layers x 2 x (8 x 4096 + 4096 x 8) = 4,194,304 elements, so the
     // requests are 8,388,608 B (bf16) and 16,777,216 B (fp32). The freed fp32

@@ -554,7 +554,6 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // the allocated peak: 0 reproduces max_memory_allocated, save for layers
         // gathered ahead of the compute, which are no slack.)
         if (t.fragmentation_fraction >= 0) step_segments = 0;
-        mem.step_segments = step_segments;
     }
     mem.temporary = temp;
 
@@ -575,7 +574,14 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     const double transient = mem.activations + mem.logits + mem.temporary;
     mem.capacity = s.cluster.gpu.capacity_bytes;
     const auto reserve = [&] {
-        mem.fragmentation = mem.allocated * c.frag_frac + transient * c.transient_frac + step_segments;
+        const double slack = mem.allocated * c.frag_frac + transient * c.transient_frac;
+        // The step copies' own segments stand beside backward's freed blocks only
+        // while the device has room for both: when cudaMalloc fails, the allocator
+        // frees every cached block that is not split and retries (CUDACachingAllocator.cpp
+        // malloc -> release_cached_blocks), and after backward the transient
+        // segments hold no live tensor, so their blocks have merged back whole.
+        mem.step_segments = std::min(step_segments, std::max(0.0, mem.capacity - (mem.allocated + mem.framework + slack)));
+        mem.fragmentation = slack + mem.step_segments;
         mem.total = mem.allocated + mem.framework + mem.fragmentation;
         // Layers gathered ahead fill what the device has free and no more: a
         // request that finds no block makes the caching allocator wait for every
