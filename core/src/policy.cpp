@@ -57,6 +57,18 @@ public:
         fail(n, section + "." + key, section + "." + key + (n ? " must be a number" : " is missing"));
         return 0;
     }
+    // A share of a rate: in (0, 1].
+    double share(const toml::table& t, const std::string& section, const std::string& key) {
+        const toml::node* n = t.get(key);
+        if (n && (n->is_floating_point() || n->is_integer())) {
+            const double v = n->is_integer() ? static_cast<double>(n->as_integer()->get()) : n->as_floating_point()->get();
+            if (v > 0 && v <= 1) return v;
+            fail(n, section + "." + key, section + "." + key + " = " + std::to_string(v) + " must be in (0, 1]");
+            return 1;
+        }
+        fail(n, section + "." + key, section + "." + key + (n ? " must be a number" : " is missing"));
+        return 1;
+    }
     // An optional key: absent is nullopt, present must be valid.
     std::optional<double> optional_non_negative(const toml::table& t, const std::string& section, const std::string& key) {
         if (!t.get(key)) return std::nullopt;
@@ -194,6 +206,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     const toml::table& ql = r.table("qlora");
     p.gptq_group_size = r.number(ql, "qlora", "gptq_group_size");
     p.gptq_dequant_bytes_per_param = r.number(ql, "qlora", "gptq_dequant_bytes_per_param");
+    p.gptq_dequant_bandwidth_share = r.share(ql, "qlora", "gptq_dequant_bandwidth_share");
     // One [stack.NAME] row per stack of the enum table, each complete.
     const toml::table& st = r.table("stack");
     const EnumTable& names = enum_table<Stack>();

@@ -379,7 +379,10 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
         // dequantized matrix for the input gradient.
         const bool gptq = t.qlora.quant == QuantType::GPTQ;
         const StageParams one = stage_params(c.g, c.plan, 1, false, false);
-        const double per_param = (gptq ? policy().gptq_dequant_bytes_per_param : qlora_bits_per_param(t.qlora) / 8.0 + 2.0) + 2.0;
+        // (auto-gptq's torch ops run off PyTorch's vectorized path: at a share of the bandwidth.)
+        const Policy& qp = policy();
+        const double per_param = (gptq ? qp.gptq_dequant_bytes_per_param / qp.gptq_dequant_bandwidth_share
+                                       : qlora_bits_per_param(t.qlora) / 8.0 + 2.0) + 2.0;
         const double per_pass = (one.frozen_linear_dense + one.frozen_linear_expert) * per_param / c.hw.bw;
         stage_fwd += L * per_pass;
         if (!gptq) stage_bwd += L * per_pass;

@@ -128,6 +128,7 @@ public:
     // auto-gptq's torch dequantization path.
     double gptq_group_size = 0;
     double gptq_dequant_bytes_per_param = 0;
+    double gptq_dequant_bandwidth_share = 1;  // of the effective HBM bandwidth
     // Kernel launches a stream queues before the host blocks ([host]).
     double launch_queue_depth = 0;
     // Host time to issue a forward kernel, and the backward per forward kernel ([host]).
