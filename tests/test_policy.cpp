@@ -62,6 +62,21 @@ TEST_CASE("a broken defaults file names the key and line", "[policy][bad-input]"
     CHECK(d.to_string().find("efficiency.hbm = -1") != std::string::npos);
 }
 
+TEST_CASE("a share of a rate in the defaults file is refused outside (0, 1]", "[policy][bad-input]") {
+    const std::string from = "gptq_dequant_bandwidth_share = 0.5";
+    for (const std::string bad : {"1.5", "0"}) {
+        std::string text = embedded_defaults_toml();
+        REQUIRE(text.find(from) != std::string::npos);
+        text.replace(text.find(from), from.size(), "gptq_dequant_bandwidth_share = " + bad);
+        const auto p = Policy::parse(text, "defaults.toml");
+        REQUIRE_FALSE(p.has_value());
+        REQUIRE(p.error().diagnostics.size() == 1);  // one message, not one per check
+        const Diagnostic& d = p.error().diagnostics.at(0);
+        CHECK(d.key == "qlora.gptq_dequant_bandwidth_share");
+        CHECK(d.line > 0);
+    }
+}
+
 TEST_CASE("trainplan simulate prints the unknown-architecture warning", "[policy][cli]") {
     // tests/data/unknown-arch: the A100-80GB preset with architecture = "rubin".
     const auto r = tp_test::cli({"simulate", "llama-2-7b", "--method", "lora", "--gpu", "rubin-x", "--presets", tp_test::data("unknown-arch")});

@@ -824,9 +824,12 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         g.forward_only_launches[static_cast<int>(o.site)] += forward_only_launches(o, sc, t);
         g.param_tensors[static_cast<int>(o.site)] += param_tensors(o, sc, m);
         if ((o.weight.params > 0 || o.weight.tied_copy) && o.role != OpRole::VisionEncoder) g.weighted_modules[static_cast<int>(o.site)] += weight_modules(o, sc);
-        if (o.site == Site::Layer && o.weight.params > 0 && o.weight.params / weight_modules(o, sc) > g.largest_layer_module) {
-            g.largest_layer_module = o.weight.params / weight_modules(o, sc);
-            g.largest_layer_module_tp_split = o.weight.tp_split;
+        if (o.site == Site::Layer && o.weight.params > 0) {
+            const double module = o.weight.params / weight_modules(o, sc);
+            if (module > g.largest_layer_module) {
+                g.largest_layer_module = module;
+                g.largest_layer_module_tp_split = o.weight.tp_split;
+            }
         }
     }
     return std::move(b.g);

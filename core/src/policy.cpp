@@ -57,16 +57,11 @@ public:
         fail(n, section + "." + key, section + "." + key + (n ? " must be a number" : " is missing"));
         return 0;
     }
-    // A share of a rate: in (0, 1].
+    // A share of a rate: in (0, 1] (> 0 as number() reads it, and at most 1).
     double share(const toml::table& t, const std::string& section, const std::string& key) {
-        const toml::node* n = t.get(key);
-        if (n && (n->is_floating_point() || n->is_integer())) {
-            const double v = n->is_integer() ? static_cast<double>(n->as_integer()->get()) : n->as_floating_point()->get();
-            if (v > 0 && v <= 1) return v;
-            fail(n, section + "." + key, section + "." + key + " = " + std::to_string(v) + " must be in (0, 1]");
-            return 1;
-        }
-        fail(n, section + "." + key, section + "." + key + (n ? " must be a number" : " is missing"));
+        const double v = number(t, section, key);
+        if (v <= 1) return v > 0 ? v : 1;  // (0: number() has reported it)
+        fail(t.get(key), section + "." + key, section + "." + key + " = " + std::to_string(v) + " must be <= 1");
         return 1;
     }
     // An optional key: absent is nullopt, present must be valid.
