@@ -155,9 +155,8 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
     if (rep.fits) {
         out << fmt::format("FITS: {} headroom ({:.0f} % of capacity free{})\n", gb(peak.headroom()),
                            100.0 * peak.headroom() / peak.capacity,
-                           peak.gathered_ahead > 0 ? fmt::format(", counting the {} of layers gathered ahead, which the allocator gives back first",
-                                                                 gb(peak.gathered_ahead))
-                                                   : std::string());
+                           given_back_text(peak).empty() ? std::string()
+                                                          : ", counting " + given_back_text(peak) + " as free: the allocator gives them back first");
         return 0;
     }
     if (peak.total <= peak.capacity)  // the GPU holds it; the node's RAM does not hold what is offloaded

@@ -26,7 +26,7 @@ void setup_plan(CLI::App& app, PlanOptions& o) {
     app.add_flag("--tp-within-node", o.tp_within_node, "Keep tensor parallelism inside one node (the search tries TP across nodes too)")->group(g);
     app.add_flag("--tp-across-nodes", o.tp_across_nodes, "Accepted for old scripts: TP across nodes is searched by default")->group(g);
     app.add_flag("--pareto", o.pareto, "List the Pareto front of step time against memory headroom (and cost per token) instead of the top layouts")->group(g);
-    app.add_option("--min-headroom", o.min_headroom_gb, "Only layouts that leave at least this many GB (10^9 B) free per GPU")->group(g);
+    app.add_option("--min-headroom", o.min_headroom_gb, "Only layouts that leave at least this many GB (10^9 B) free per GPU (what the allocator gives back before an out-of-memory counts as free)")->group(g);
     app.add_flag("--exhaustive", o.exhaustive, "Evaluate every configuration (no bounds): slow; the reference the exact search is checked against")->group(g);
     app.add_flag("--max-micro-batch", o.q_max_mb, "Inverse query: the largest micro-batch that fits this layout")->group(g);
     app.add_flag("--max-seq-len", o.q_max_seq, "Inverse query: the longest sequence that fits this layout")->group(g);

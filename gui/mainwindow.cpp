@@ -726,14 +726,15 @@ void MainWindow::showResults() {
         banner_->setToolTip("The estimate fits; published runs like this one peaked up to the P90 figure, which does not: leave more headroom before buying or launching.");
         setStyleIfChanged(banner_, "background: #9a6700; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     } else if (m.fits()) {
-        // Layers gathered ahead of the compute fill only spare memory and are given
-        // back before an out-of-memory: the headroom counts them as free (fit says so too).
-        const QString ahead = m.gathered_ahead > 0 ? QString(" incl. %1 gathered ahead").arg(gbtext(m.gathered_ahead)) : QString();
-        banner_->setText(QString("FITS: %1%4 of %2 per GPU, %3 headroom%5").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange, ahead));
-        banner_->setToolTip(m.gathered_ahead > 0 ? QString("The peak includes %1 of layers gathered ahead of the compute (ZeRO-3 / FSDP without a limiter): they take only "
-                                                           "memory the card has spare, and the caching allocator gives them back before it would run out, so the "
-                                                           "headroom counts them as free.").arg(gbtext(m.gathered_ahead))
-                                                 : QString());
+        // What the allocator gives back before an out-of-memory (layers gathered
+        // ahead, the optimizer step's own segments): the headroom counts it as free,
+        // as fit says.
+        const QString back = QString::fromStdString(app::given_back_text(m));
+        banner_->setText(QString("FITS: %1%4 of %2 per GPU, %3 headroom%5").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange,
+                                                                            back.isEmpty() ? QString() : QString(" (%1 given back first)").arg(back.mid(4))));
+        banner_->setToolTip(back.isEmpty() ? QString()
+                                           : QString("The peak includes %1: the caching allocator holds them only while the card has room and gives them "
+                                                     "back before it would run out, so the headroom counts them as free.").arg(back));
         setStyleIfChanged(banner_, "background: #1a7f37; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     } else if (m.total <= m.capacity) {
         banner_->setToolTip(QString());

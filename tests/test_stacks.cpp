@@ -1047,10 +1047,16 @@ TEST_CASE("DeepSpeed ZeRO: step copies no freed block can hold take segments of 
     CHECK(t1.step_segments == Approx(z3.step_segments - 1e9).epsilon(1e-9));
     CHECK(t1.total == Approx(tight.cluster.gpu.capacity_bytes).epsilon(1e-12));
     CHECK(t1.fits());
+    // What it could still take before an out-of-memory is the rest of those
+    // segments: on the 80 GB card the whole of them beyond the firm total, on the
+    // tight card what is left of them, 1 GB less.
+    CHECK(z3.headroom() == Approx(s.cluster.gpu.capacity_bytes - firm + z3.step_segments).epsilon(1e-12));
+    CHECK(t1.headroom() == Approx(z3.step_segments - 1e9).epsilon(1e-9));
     tight.cluster.gpu.capacity_bytes = firm - z3.step_segments - 1e9;
     const MemoryBreakdown t2 = estimate_memory(tight).peak();
     CHECK(t2.step_segments == 0);
     CHECK(t2.total - t2.capacity == Approx(1e9).epsilon(1e-9));
+    CHECK(t2.headroom() == Approx(-1e9).epsilon(1e-9));
     CHECK_FALSE(t2.fits());
     // LoRA r = 8 on q and v under ZeRO-2 on one rank: the partition is the
     // adapters, 32 layers x 2 x (8 x 4096 + 4096 x 8) = 4,194,304 elements, so the

@@ -53,6 +53,13 @@ std::string gb(double bytes) {
     return fmt::format("{:.2f} GB", v);
 }
 
+std::string given_back_text(const MemoryBreakdown& m) {
+    std::string parts;
+    if (m.gathered_ahead > 0) parts = gb(m.gathered_ahead) + " of layers gathered ahead";
+    if (m.step_segments > 0) parts += (parts.empty() ? "" : " and ") + gb(m.step_segments) + " of the optimizer step's own segments";
+    return parts.empty() ? parts : "the " + parts;
+}
+
 std::string count(std::int64_t n) {
     const double v = static_cast<double>(n);
     if (v >= 1e12) return fmt::format("{:.2f} T", v / 1e12);

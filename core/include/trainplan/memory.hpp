@@ -116,10 +116,12 @@ struct MemoryBreakdown {
     double host_capacity = 0;
     [[nodiscard]] bool host_fits() const { return host_capacity <= 0 || cpu <= host_capacity; }
     [[nodiscard]] bool fits() const { return total <= capacity && host_fits(); }
-    // What the run could still take before an out-of-memory: capacity less the peak,
-    // where layers gathered ahead of the compute count as free (they fill only what
-    // the device has spare, and the allocator hands them back before it would fail).
-    [[nodiscard]] double headroom() const { return capacity - (total - gathered_ahead); }
+    // The peak less what the allocator gives back before it would fail: layers
+    // gathered ahead of the compute (they fill only what the device has spare) and
+    // the step copies' own segments (released and retried on a failed cudaMalloc).
+    [[nodiscard]] double firm() const { return total - gathered_ahead - step_segments; }
+    // What the run could still take before an out-of-memory: capacity less firm().
+    [[nodiscard]] double headroom() const { return capacity - firm(); }
 };
 
 struct StageMemory {
