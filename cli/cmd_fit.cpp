@@ -46,6 +46,7 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
                             : "");
     std::string onote = m.master_weights > 0 ? "incl. " + gb(m.master_weights) + " fp32 master weights" : "";
     if (t.optimizer_offload != Offload::None) onote = "offloaded to " + std::string(to_string(t.optimizer_offload));
+    if (m.managed > 0) onote += (onote.empty() ? "" : "; ") + gb(m.managed) + " paged (unified memory: not in torch's allocated / reserved)";
     if (m.paged_out > 0) onote += (onote.empty() ? "" : "; ") + gb(m.paged_out) + " paged out to host";
     row("optimizer", m.optimizer, onote);
     row("activations", m.activations,

@@ -680,6 +680,45 @@ TEST_CASE("stacks: eager RoPE reads and writes q and k ten times forward, a fuse
     CHECK(eager_launches - fused.launches[static_cast<int>(Site::Layer)] == (14 - 2) + 2 * (8 - 1));
 }
 
+TEST_CASE("paged optimizer: states in unified memory, outside torch's allocated bytes, paged out before an out-of-memory", "[stacks][memory]") {
+    // torchtune PR #527 ('Full finetune < 16GB', recipes/configs/7B_full_single_device_low_memory.yaml):
+    // Llama-2-7B, pure bf16, bitsandbytes PagedAdamW stepped in backward, activation
+    // checkpointing, batch 2. bitsandbytes allocates a paged optimizer's states with
+    // cudaMallocManaged (functional.py get_paged), so torch's counters never see them:
+    // the PR logs 'GPU peak memory allocation: 13.993540096GB' -- the 13.48 GB of bf16
+    // weights and what backward holds, none of the 8 B x 6.74 B = 53.9 GB of AdamW states.
+    const double psi = 6'738'415'616.0;  // the Hugging Face checkpoint's count
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::Full, Precision::BF16, 512);
+    s.setup.stack = Stack::Torchtune;
+    s.setup.framework = Framework::PyTorchAMP;
+    s.setup.micro_batch = 2;
+    s.setup.recompute = Recompute::Full;
+    s.setup.optimizer_in_backward = true;
+    const MemoryBreakdown plain = estimate_memory(s).peak();
+    CHECK(plain.managed == 0);  // not a QLoRA run: off unless asked for
+    s.setup.paged_optimizer = true;
+    const MemoryBreakdown paged = estimate_memory(s).peak();
+    CHECK(paged.managed == Approx(8.0 * psi).epsilon(1e-9));
+    // (bitsandbytes keeps 32-bit states; torch.optim.AdamW's are zeros_like(param),
+    // bf16 here: 4 B per parameter that leave torch's count.)
+    CHECK(plain.allocated - paged.allocated == Approx(4.0 * psi).epsilon(1e-9));
+    CHECK(paged.allocated == Approx(13.99e9).epsilon(0.05));  // the published figure, within 5 %
+    // On the device they are still there while it has room (nvidia-smi counts them).
+    CHECK(paged.total > paged.allocated + paged.managed);
+    // On a 24 GB RTX 4090 the driver evicts what does not fit: the device is full,
+    // the rest of the states sit in host memory, and the run fits.
+    s.cluster.gpu = tp_test::gpu("rtx-4090");
+    const MemoryBreakdown small = estimate_memory(s).peak();
+    CHECK(small.fits());
+    CHECK(small.total == Approx(small.capacity).epsilon(1e-9));
+    CHECK(small.paged_out + small.managed == Approx(8.0 * psi).epsilon(1e-9));
+    CHECK(small.cpu >= small.paged_out);
+    CHECK(small.allocated == Approx(paged.allocated).epsilon(1e-9));
+    // Unpaged, the same states make it an out-of-memory by about their size.
+    s.setup.paged_optimizer = false;
+    CHECK_FALSE(estimate_memory(s).peak().fits());
+}
+
 TEST_CASE("optimizer in backward: one tensor's gradient is resident, not the model's (torchtune optimizer_in_bwd)", "[stacks][memory]") {
     // Llama-3-8B pure bf16 (torchtune's single-device full fine-tune): gradients are 2 B
     // per parameter. Without the hook: 8,030,261,248 x 2 B = 16.06 GB. With it each

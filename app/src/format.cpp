@@ -157,7 +157,7 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
         {"fragmentation_bytes", m.fragmentation}, {"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved()}, {"total_bytes", m.total},
         {"allocated_bytes", m.allocated},   {"capacity_bytes", m.capacity},
         {"headroom_bytes", m.headroom()},   {"cpu_bytes", m.cpu},
-        {"nvme_bytes", m.nvme},             {"paged_out_bytes", m.paged_out},
+        {"nvme_bytes", m.nvme},             {"paged_out_bytes", m.paged_out}, {"managed_bytes", m.managed},
         {"host_capacity_bytes", m.host_capacity > 0 ? nlohmann::json(m.host_capacity) : nlohmann::json(nullptr)},
         {"host_fits", m.host_fits()},
         {"fits", m.fits()},

@@ -91,6 +91,10 @@ BytesPerParam bytes_per_trainable_param(const TrainingSetup& t) {
             if (t.precision == Precision::FP8Mixed) b.weights += 1;
             break;
     }
+    // A bitsandbytes paged optimizer keeps 32-bit states whatever the parameters'
+    // dtype (optim/optimizer.py Optimizer2State.init_state: optim_bits 32 ->
+    // get_state_buffer(p, dtype=torch.float32)); its 8-bit variant is AdamW8bit.
+    if (paged_optimizer_on(t)) state = 4;
     // Adafactor's factored moment is ~4(r+c) bytes per r x c matrix; for
     // transformer-sized matrices that is well under 0.01 B/param.
     b.optimizer_states = optimizer_state_bytes(t.optimizer, state, 0.002);
@@ -557,7 +561,12 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     }
     mem.temporary = temp;
 
-    mem.allocated = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.logits + mem.temporary;
+    // A paged optimizer's states (training.hpp paged_optimizer) live in unified
+    // memory beside the caching allocator's segments: on the device, outside its
+    // allocated bytes and its reserve. (A master copy is the framework's, not the
+    // paged optimizer's.)
+    mem.managed = paged_optimizer_on(t) ? std::max(0.0, mem.optimizer - mem.master_weights) : 0.0;
+    mem.allocated = mem.weights + mem.gradients + mem.optimizer - mem.managed + mem.activations + mem.logits + mem.temporary;
     mem.framework = c.framework_bytes;
     if (t.framework_overhead_bytes < 0) {
         // NCCL buffers of every communicator this rank opens (data/defaults.toml [memory]).
@@ -580,9 +589,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // frees every cached block that is not split and retries (CUDACachingAllocator.cpp
         // malloc -> release_cached_blocks), and after backward the transient
         // segments hold no live tensor, so their blocks have merged back whole.
-        mem.step_segments = std::min(step_segments, std::max(0.0, mem.capacity - (mem.allocated + mem.framework + slack)));
+        mem.step_segments = std::min(step_segments, std::max(0.0, mem.capacity - (mem.allocated + mem.managed + mem.framework + slack)));
         mem.fragmentation = slack + mem.step_segments;
-        mem.total = mem.allocated + mem.framework + mem.fragmentation;
+        mem.total = mem.allocated + mem.managed + mem.framework + mem.fragmentation;
         // Layers gathered ahead fill what the device has free and no more: a
         // request that finds no block makes the caching allocator wait for every
         // pending stream event and return those blocks before it gives up
@@ -594,15 +603,15 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     };
     reserve();
 
-    // Paged optimizer (bitsandbytes): states live in unified memory and are
-    // evicted to the host when the device runs out.
-    if (qlora && t.qlora.paged_optimizer && mem.total > mem.capacity && mem.optimizer > 0) {
-        const double over = mem.total - mem.capacity;
-        const double moved = std::min(mem.optimizer, over / (1.0 + c.frag_frac));
+    // Paged optimizer (bitsandbytes): the driver evicts unified-memory pages to
+    // the host when the device runs out (CUDA programming guide, unified memory
+    // oversubscription), so its states take only the room the rest leaves.
+    if (mem.total > mem.capacity && mem.managed > 0) {
+        const double moved = std::min(mem.managed, mem.total - mem.capacity);
         mem.paged_out = moved;
+        mem.managed -= moved;
         mem.optimizer -= moved;
         host += moved;
-        mem.allocated -= moved;
         reserve();
     }
     mem.cpu = host;

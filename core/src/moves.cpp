@@ -44,7 +44,7 @@ void apply_method_recipe(TrainingSetup& t, Method m) {
         t.qlora.quant = QuantType::NF4;
         t.qlora.double_quant = true;
         t.qlora.block_size = 64;
-        t.qlora.paged_optimizer = true;
+        t.paged_optimizer = true;
         t.optimizer = OptimizerKind::AdamW;  // paged AdamW (bitsandbytes paged_adamw_32bit)
         t.precision = Precision::BF16;       // bf16 compute dtype and adapters
         t.lora.targets = kLoraAll;
@@ -68,7 +68,7 @@ bool set_method(Scenario& s, Method m, Changes& ch) {
     if (t.lora.targets != before.lora.targets) ch.note("lora_targets", "custom", "all linear layers");
     if (t.qlora.quant != before.qlora.quant) ch.note("quant", to_string(before.qlora.quant), to_string(t.qlora.quant));
     if (t.qlora.double_quant != before.qlora.double_quant) ch.note("double_quant", "off", "on");
-    if (t.qlora.paged_optimizer != before.qlora.paged_optimizer) ch.note("paged_optimizer", "off", "on");
+    if (paged_optimizer_on(t) != paged_optimizer_on(before)) ch.note("paged_optimizer", "off", "on");
     return true;
 }
 

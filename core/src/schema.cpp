@@ -378,8 +378,16 @@ std::vector<Field> make_fields() {
                                            TP_AT(setup.lora.train_embeddings)));
     f.push_back(row<&In::double_quant>("training", "double_quant", "--double-quant", "Double quantization", boolean(),
                                        "QLoRA double quantization: on | off (default on)", TP_AT(setup.qlora.double_quant)));
-    f.push_back(row<&In::paged_optimizer>("training", "paged_optimizer", "--paged-optimizer", "Paged optimizer", boolean(),
-                                          "QLoRA paged optimizer: on | off (default on)", TP_AT(setup.qlora.paged_optimizer)));
+    f.push_back(row<&In::paged_optimizer>(
+        "training", "paged_optimizer", "--paged-optimizer", "Paged optimizer", boolean(),
+        "bitsandbytes paged optimizer (PagedAdamW): its states in CUDA unified memory, outside torch's allocated / reserved counts, paged to the host when the GPU runs out: on | off (default on for QLoRA, off otherwise)",
+        [](const Scenario& s) -> std::optional<FieldValue> { return to_value(paged_optimizer_on(s.setup)); },
+        [](Scenario& s, const FieldValue& v) {
+            bool on = false;
+            from_value(v, on);
+            s.setup.paged_optimizer = on;
+        }));
+    f.back().contextual_default = true;  // follows the method
     f.push_back(row<&In::framework_overhead_gib>(
         "training", "framework_overhead_gib", "--framework-overhead-gib", "Framework overhead (GiB)", number(0, 1024),
         "Override CUDA context + library + NCCL overhead (GiB)",

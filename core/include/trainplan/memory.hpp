@@ -100,9 +100,13 @@ struct MemoryBreakdown {
     int nccl_communicators = 0;
     // The part of `nccl_buffers` that is NVLink SHARP buffers (NVSwitch multicast).
     double nccl_nvls = 0;
+    // The part of `optimizer` a paged optimizer keeps in CUDA unified memory
+    // (training.hpp paged_optimizer): on the device while it has room (nvidia-smi
+    // counts it), never in torch's allocated or reserved bytes.
+    double managed = 0;
     double fragmentation = 0;
     double total = 0;           // everything above except master_weights (already in optimizer)
-    double allocated = 0;       // tensor peak: total - framework - fragmentation
+    double allocated = 0;       // tensor peak: total - managed - framework - fragmentation
     // What the caching allocator holds at that peak (torch.cuda.max_memory_reserved).
     [[nodiscard]] double reserved() const { return allocated + fragmentation; }
     // Blocks in use or awaiting their streams (memory_stats active_bytes.all.peak).

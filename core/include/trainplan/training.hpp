@@ -124,7 +124,6 @@ struct QLoraConfig {
     QuantType quant = QuantType::NF4;
     bool double_quant = true;
     int block_size = 64;
-    bool paged_optimizer = true;  // optimizer states may spill to CPU memory
 };
 
 struct ParallelLayout {
@@ -206,6 +205,14 @@ struct TrainingSetup {
     // default for the stage (ds_overlap_comm_on).
     double ds_reduce_bucket = 5e8;
     std::optional<bool> ds_overlap_comm;
+    // A bitsandbytes paged optimizer (PagedAdamW, paged_adamw_32bit / _8bit): its
+    // states are allocated in CUDA unified memory (bitsandbytes functional.py
+    // get_paged: cudaMallocManaged), not by PyTorch's caching allocator, so
+    // torch.cuda.max_memory_allocated / _reserved never count them while
+    // nvidia-smi does, as long as the pages stay on the device; the driver
+    // evicts them to the host when the device runs out. Unset: on for QLoRA
+    // (artidoro/qlora's paged_adamw_32bit), off otherwise (paged_optimizer_on).
+    std::optional<bool> paged_optimizer;
     // Liger's fused linear cross-entropy (liger-kernel
     // ops/fused_linear_cross_entropy.py; transformers' use_liger_kernel=True,
     // LigerFusedLinearCrossEntropyLoss): the LM head and the loss run together
@@ -279,6 +286,10 @@ struct TrainingSetup {
 
 // DeepSpeed's overlap_comm as the run has it: as set, else DeepSpeed's default,
 // on for stage 3 and off for stages 1-2 (runtime/zero/config.py overlap_comm_valid).
+[[nodiscard]] constexpr bool paged_optimizer_on(const TrainingSetup& t) {
+    return t.paged_optimizer.value_or(t.method == Method::QLoRA);
+}
+
 [[nodiscard]] constexpr bool ds_overlap_comm_on(const TrainingSetup& t) {
     return t.ds_overlap_comm.value_or(t.zero_stage == 3);
 }
