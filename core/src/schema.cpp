@@ -380,7 +380,7 @@ std::vector<Field> make_fields() {
                                        "QLoRA double quantization: on | off (default on)", TP_AT(setup.qlora.double_quant)));
     f.push_back(row<&In::paged_optimizer>(
         "training", "paged_optimizer", "--paged-optimizer", "Paged optimizer", boolean(),
-        "bitsandbytes paged optimizer (PagedAdamW): its states in CUDA unified memory, outside torch's allocated / reserved counts, paged to the host when the GPU runs out: on | off (default on for QLoRA, off otherwise)",
+        "bitsandbytes paged optimizer (PagedAdamW): its states in CUDA unified memory, outside torch's allocated / reserved counts, paged to the host when the GPU runs out: on | off (default on for QLoRA outside a DeepSpeed ZeRO engine, off otherwise)",
         [](const Scenario& s) -> std::optional<FieldValue> { return to_value(paged_optimizer_on(s.setup)); },
         [](Scenario& s, const FieldValue& v) {
             bool on = false;

@@ -664,18 +664,23 @@ private slots:
         QVERIFY(text.contains(QString("%1 GPU-hours").arg(1e9 / tps / 3600, 0, 'f', 0)));
     }
 
-    // LoRA settings only for LoRA / QLoRA, quantization only for QLoRA.
+    // LoRA settings only for LoRA / QLoRA, quantization only for QLoRA; a paged
+    // optimizer for any method (torchtune's low-memory full fine-tunes page AdamW),
+    // on by default for QLoRA only.
     void loraFieldsFollowTheMethod() {
         Controller c({TRAINPLAN_SOURCE_DIR});
         MainWindow w(&c);
         auto enabled = [&](const char* name) { return w.findChild<QWidget*>(name)->isEnabled(); };
-        QVERIFY(!enabled("loraRankSpin") && !enabled("loraTargetsCombo") && !enabled("quantCombo") && !enabled("pagedOptimizerCheck"));
+        auto paged = [&] { return child<QCheckBox>(w, "pagedOptimizerCheck")->isChecked(); };
+        QVERIFY(!enabled("loraRankSpin") && !enabled("loraTargetsCombo") && !enabled("quantCombo"));
+        QVERIFY(enabled("pagedOptimizerCheck") && !paged());
         QVERIFY(enabled("precisionCombo"));
         child<QComboBox>(w, "methodCombo")->setCurrentText("lora");
         QVERIFY(enabled("loraRankSpin") && enabled("loraAlphaSpin") && enabled("loraTargetsCombo"));
         QVERIFY(!enabled("quantCombo") && !enabled("doubleQuantCheck"));
         child<QComboBox>(w, "methodCombo")->setCurrentText("qlora");
         QVERIFY(enabled("loraRankSpin") && enabled("quantCombo") && enabled("doubleQuantCheck") && enabled("pagedOptimizerCheck"));
+        QVERIFY(paged());
         child<QComboBox>(w, "methodCombo")->setCurrentText("full");
         QVERIFY(!enabled("loraDropoutSpin") && !enabled("quantCombo") && !enabled("trainEmbeddingsCheck"));
     }

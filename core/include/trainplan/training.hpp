@@ -211,7 +211,8 @@ struct TrainingSetup {
     // torch.cuda.max_memory_allocated / _reserved never count them while
     // nvidia-smi does, as long as the pages stay on the device; the driver
     // evicts them to the host when the device runs out. Unset: on for QLoRA
-    // (artidoro/qlora's paged_adamw_32bit), off otherwise (paged_optimizer_on).
+    // (artidoro/qlora's paged_adamw_32bit) outside DeepSpeed's ZeRO engine, off
+    // otherwise (paged_optimizer_on).
     std::optional<bool> paged_optimizer;
     // Liger's fused linear cross-entropy (liger-kernel
     // ops/fused_linear_cross_entropy.py; transformers' use_liger_kernel=True,
@@ -284,12 +285,14 @@ struct TrainingSetup {
     return runs_deepspeed_zero(t) || (t.framework == Framework::Megatron && t.fsdp == FsdpStrategy::None);
 }
 
-// DeepSpeed's overlap_comm as the run has it: as set, else DeepSpeed's default,
-// on for stage 3 and off for stages 1-2 (runtime/zero/config.py overlap_comm_valid).
+// A paged optimizer as the run has it: as set, else QLoRA's recipe (artidoro/qlora
+// paged_adamw_32bit) unless a DeepSpeed ZeRO engine builds the optimizer itself.
 [[nodiscard]] constexpr bool paged_optimizer_on(const TrainingSetup& t) {
-    return t.paged_optimizer.value_or(t.method == Method::QLoRA);
+    return t.paged_optimizer.value_or(t.method == Method::QLoRA && !runs_deepspeed_zero(t));
 }
 
+// DeepSpeed's overlap_comm as the run has it: as set, else DeepSpeed's default,
+// on for stage 3 and off for stages 1-2 (runtime/zero/config.py overlap_comm_valid).
 [[nodiscard]] constexpr bool ds_overlap_comm_on(const TrainingSetup& t) {
     return t.ds_overlap_comm.value_or(t.zero_stage == 3);
 }
