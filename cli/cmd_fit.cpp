@@ -157,7 +157,7 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
         out << fmt::format("FITS: {} headroom ({:.0f} % of capacity free{})\n", gb(peak.headroom()),
                            100.0 * peak.headroom() / peak.capacity,
                            given_back_text(peak).empty() ? std::string()
-                                                          : ", counting " + given_back_text(peak) + " as free: the allocator gives them back first");
+                                                          : ", counting " + given_back_text(peak) + " as free: they are given back before an out-of-memory");
         return 0;
     }
     if (peak.total <= peak.capacity)  // the GPU holds it; the node's RAM does not hold what is offloaded

@@ -218,7 +218,7 @@ TEST_CASE("headroom counts what the allocator gives back as free: layers gathere
     const auto text = cli({"fit", "llama-2-13b", "--gpu", "rtx-4090", "--gpus", "16", "--zero", "3", "--recompute", "full", "--global-batch", "16"});
     CHECK(text.out.find("FITS: 0.00 GB headroom") == std::string::npos);
     CHECK(text.out.find("of layers gathered ahead and ") != std::string::npos);
-    CHECK(text.out.find("of the optimizer step's own segments as free: the allocator gives them back first") != std::string::npos);
+    CHECK(text.out.find("of the optimizer step's own segments as free: they are given back before an out-of-memory") != std::string::npos);
 }
 
 TEST_CASE("remedies are minimal: no supporting change the fit does not need, no remedy inside another", "[cli][fit]") {

@@ -2,6 +2,7 @@
 // conventions (data/defaults.toml [stack.*]) against hand derivations from the
 // stacks' own code, and the setting's plumbing (resolver default, bad input,
 // the "assumes:" line).
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
@@ -714,9 +715,27 @@ TEST_CASE("paged optimizer: states in unified memory, outside torch's allocated 
     CHECK(small.paged_out + small.managed == Approx(8.0 * psi).epsilon(1e-9));
     CHECK(small.cpu >= small.paged_out);
     CHECK(small.allocated == Approx(paged.allocated).epsilon(1e-9));
+    // Those resident pages are the driver's to evict under pressure (the paged
+    // optimizer's purpose): what the run could still take is all of them.
+    CHECK(small.headroom() == Approx(small.managed).epsilon(1e-9));
     // Unpaged, the same states make it an out-of-memory by about their size.
     s.setup.paged_optimizer = false;
     CHECK_FALSE(estimate_memory(s).peak().fits());
+    // Paged but with the 13.48 GB of whole-model gradients (no step in backward) it
+    // does not fit the 4090 either; fit then offers torchtune's own answer, the step
+    // in backward, alone: one tensor's gradient resident, the 32,000 x 4,096 bf16
+    // embedding's 0.262 GB, and the states paged in beside the rest.
+    s.setup.paged_optimizer = true;
+    s.setup.optimizer_in_backward = false;
+    const FitReport rep = check_fit(s, 20);
+    REQUIRE_FALSE(rep.fits);
+    const auto it = std::find_if(rep.remedies.begin(), rep.remedies.end(),
+                                 [](const Remedy& r) { return r.title == "optimizer step in backward"; });
+    REQUIRE(it != rep.remedies.end());
+    CHECK(it->changes == std::vector<std::string>{"optimizer_in_backward: off -> on"});
+    CHECK(it->memory.gradients == Approx(32000.0 * 4096 * 2).epsilon(1e-9));
+    CHECK(it->memory.fits());
+    CHECK(it->slowdown == Approx(0).margin(0.01));
 }
 
 TEST_CASE("optimizer in backward: one tensor's gradient is resident, not the model's (torchtune optimizer_in_bwd)", "[stacks][memory]") {

@@ -122,6 +122,10 @@ void same_hardware_remedies(Catalogue& c) {
     if (runs_torch_ddp(t) && !t.ddp_bucket_view)
         c.add("DDP gradient_as_bucket_view=True", "gradients become views into the all-reduce buckets: no bucket copy", false,
               [](Scenario& x, Changes& ch, Advice&) { return set_ddp_bucket_view(x, ch); });
+    c.addresses({B::Memory});
+    if (t.method == Method::Full)
+        c.add("optimizer step in backward", "each gradient stepped and freed as backward makes it (torchtune optimizer_in_bwd): no gradient accumulation, no global-norm clipping", false,
+              [](Scenario& x, Changes& ch, Advice&) { return set_optimizer_in_backward(x, ch); });
     c.addresses({B::Communication, B::Memory});
     c.add("DeepSpeed overlap_comm", "ZeRO-1/2 reduce the gradient buckets on their own stream under backward; two reduce buckets resident", false,
           [](Scenario& x, Changes& ch, Advice&) { return set_ds_overlap_comm(x, ch); });

@@ -101,6 +101,16 @@ bool set_ddp_bucket_view(Scenario& s, Changes& ch) {
     return true;
 }
 
+bool set_optimizer_in_backward(Scenario& s, Changes& ch) {
+    const TrainingSetup& t = s.setup;
+    if (t.optimizer_in_backward || t.grad_accum > 1 || t.optimizer_offload != Offload::None || runs_deepspeed_zero(t) ||
+        t.framework == Framework::Megatron)
+        return false;
+    ch.note("optimizer_in_backward", "off", "on");
+    s.setup.optimizer_in_backward = true;
+    return true;
+}
+
 bool set_ds_overlap_comm(Scenario& s, Changes& ch) {
     const TrainingSetup& t = s.setup;
     if (!runs_deepspeed_zero12(t) || t.layout.dp * t.layout.cp <= 1 || ds_overlap_comm_on(t)) return false;

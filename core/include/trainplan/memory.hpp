@@ -120,10 +120,13 @@ struct MemoryBreakdown {
     double host_capacity = 0;
     [[nodiscard]] bool host_fits() const { return host_capacity <= 0 || cpu <= host_capacity; }
     [[nodiscard]] bool fits() const { return total <= capacity && host_fits(); }
-    // The peak less what the allocator gives back before it would fail: layers
-    // gathered ahead of the compute (they fill only what the device has spare) and
-    // the step copies' own segments (released and retried on a failed cudaMalloc).
-    [[nodiscard]] double firm() const { return total - gathered_ahead - step_segments; }
+    // The peak less what is given back before an allocation would fail: layers
+    // gathered ahead of the compute (they fill only what the device has spare), the
+    // step copies' own segments (released and retried on a failed cudaMalloc), and
+    // a paged optimizer's resident states (the driver evicts unified-memory pages
+    // to the host under pressure: bitsandbytes' paged optimizers exist to absorb
+    // memory spikes, Dettmers et al. 2023, Sec. 3).
+    [[nodiscard]] double firm() const { return total - gathered_ahead - step_segments - managed; }
     // What the run could still take before an out-of-memory: capacity less firm().
     [[nodiscard]] double headroom() const { return capacity - firm(); }
 };

@@ -43,6 +43,10 @@ bool set_fused_linear_ce(Scenario& s, Changes& ch);
 // torch DDP's gradient_as_bucket_view=True: drops the bucket copy of the gradients
 // (false where the run is not plain torch DDP or the view is already on).
 bool set_ddp_bucket_view(Scenario& s, Changes& ch);
+// Step and free each gradient in backward (torchtune optimizer_in_bwd): false where
+// the run accumulates gradients, offloads the optimizer, or an engine (DeepSpeed
+// ZeRO, Megatron) owns the step, and where it is already on.
+bool set_optimizer_in_backward(Scenario& s, Changes& ch);
 // DeepSpeed ZeRO-1/2 overlap_comm on: the gradient buckets are reduced on their own
 // stream under backward (and double-buffered); false where it does not apply or is on.
 bool set_ds_overlap_comm(Scenario& s, Changes& ch);
