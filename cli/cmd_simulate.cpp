@@ -170,7 +170,14 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     row("communication", t.communication_s, comm.empty() ? "none" : comm.substr(0, comm.size() - 2));
     row("bubble", t.bubble_s, s.setup.layout.pp > 1 ? fmt::format("(p-1)/(m v) = {:.3f}", (s.setup.layout.pp - 1.0) / (s.setup.grad_accum * s.setup.layout.vp)) : "");
     row("optimizer", t.optimizer_s, s.setup.optimizer_offload != Offload::None ? "on the CPU (see offload)" : "memory-bound update");
-    row("offload", t.offload_s, t.offload_s > 0 ? "CPU optimizer + PCIe transfers" : "");
+    std::string offload;
+    if (t.offload_s > 0) {
+        if (s.setup.optimizer_offload != Offload::None) offload = "CPU optimizer + PCIe transfers";
+        if (s.setup.activation_offload) offload += std::string(offload.empty() ? "" : "; ") + "saved activations to the host and back";
+        if (s.setup.optimizer_offload == Offload::None && paged_optimizer_on(s.setup) && s.setup.method == Method::Full)
+            offload += std::string(offload.empty() ? "" : "; ") + "paged optimizer states in and out over PCIe";
+    }
+    row("offload", t.offload_s, offload);
     row("data stall", t.data_s, s.run.loader_workers > 0 ? fmt::format("{} workers per GPU", s.run.loader_workers) : "pre-tokenized data assumed");
     out << "  " << std::string(27, '-') << '\n';
     out << fmt::format("  {:<15}{:>12}{}\n", "step", secs(t.step_s), range(tband, t.step_s, secs));

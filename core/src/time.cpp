@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "trainplan/collectives.hpp"
+#include "trainplan/memory.hpp"
 #include "trainplan/policy.hpp"
 #include "trainplan/sharding.hpp"
 #include "trainplan/units.hpp"
@@ -737,6 +738,16 @@ void optimizer_terms(const TimeContext& c, TimeEstimate& est) {
     }
     if (t.optimizer_offload == Offload::None) {
         tb.optimizer_s = updated * state_bytes / c.hw.bw;
+        // A paged optimizer whose states do not all fit on the device (memory.cpp
+        // paged_out): every step touches every state, so the driver migrates the
+        // paged-out part in on fault and writes it back out, dirty, to make room:
+        // twice its bytes over PCIe, at best at the copy rate (unified-memory
+        // migration is no faster than cudaMemcpy). Adapters' states never page
+        // enough to matter: only full fine-tunes pay the memory estimate here.
+        if (paged_optimizer_on(t) && t.method == Method::Full) {
+            const double out = estimate_memory(c.s, c.g).peak().paged_out;
+            if (out > 0) tb.offload_s += 2.0 * out / pol.pcie_bytes_per_s(c.s.cluster.gpu.pcie_gen);
+        }
         return;
     }
     // ZeRO-Offload: CPU Adam plus gradients down and weights up over PCIe.
