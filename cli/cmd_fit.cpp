@@ -151,7 +151,7 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
     if (banded) {
         out << fmt::format("P10-P90 of the peak: {}-{} (from {} validation cases, {}){}\n", gb(peak.total * mband->p10),
                            gb(peak.total * mband->p90), mband->n, mband->regime,
-                           rep.fits && over_capacity_at_p90(*mband, peak.total, peak.capacity) ? "; at the P90 end it does not fit" : "");
+                           rep.fits && over_capacity_at_p90(*mband, peak.firm(), peak.capacity) ? "; at the P90 end it does not fit" : "");
     }
     if (rep.fits) {
         out << fmt::format("FITS: {} headroom ({:.0f} % of capacity free{})\n", gb(peak.headroom()),

@@ -720,7 +720,7 @@ void MainWindow::showResults() {
     const std::optional<RatioBand> mband = c_->band(BandKind::Memory, s);
     const std::optional<RatioBand> tband = c_->band(BandKind::StepTime, s);
     const QString mrange = mband ? QString(" (P10-P90 %1-%2)").arg(gbtext(m.total * mband->p10), gbtext(m.total * mband->p90)) : QString();
-    if (m.fits() && mband && over_capacity_at_p90(*mband, m.total, m.capacity)) {
+    if (m.fits() && mband && over_capacity_at_p90(*mband, m.firm(), m.capacity)) {
         // As `fit` says it: the estimate fits, the upper end of its band does not.
         banner_->setText(QString("FITS, but not at the P90 end: %1%4 of %2 per GPU, %3 headroom").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange));
         banner_->setToolTip("The estimate fits; published runs like this one peaked up to the P90 figure, which does not: leave more headroom before buying or launching.");

@@ -25,7 +25,10 @@ struct RatioBand {
 
 // Whether a memory peak would exceed the capacity at the band's P90 end: a run
 // that fits by the estimate but not there is reported as "fits, but not at the
-// P90 end" (fit's text and the GUI's banner).
+// P90 end" (fit's text and the GUI's banner). Callers pass the firm peak
+// (MemoryBreakdown::firm): what is given back before an out-of-memory (layers
+// gathered ahead, the step's own segments, resident paged states) fills only
+// spare memory and is no risk at either end.
 [[nodiscard]] inline bool over_capacity_at_p90(const RatioBand& b, double total, double capacity) { return total * b.p90 > capacity; }
 
 struct IntervalTable {
