@@ -154,10 +154,10 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
                            rep.fits && over_capacity_at_p90(*mband, peak.firm(), peak.capacity) ? "; at the P90 end it does not fit" : "");
     }
     if (rep.fits) {
+        const std::string back = given_back_text(peak);
         out << fmt::format("FITS: {} headroom ({:.0f} % of capacity free{})\n", gb(peak.headroom()),
                            100.0 * peak.headroom() / peak.capacity,
-                           given_back_text(peak).empty() ? std::string()
-                                                          : ", counting " + given_back_text(peak) + " as free: they are given back before an out-of-memory");
+                           back.empty() ? std::string() : ", counting the " + back + " as free: they are given back before an out-of-memory");
         return 0;
     }
     if (peak.total <= peak.capacity)  // the GPU holds it; the node's RAM does not hold what is offloaded

@@ -174,8 +174,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     if (t.offload_s > 0) {
         if (s.setup.optimizer_offload != Offload::None) offload = "CPU optimizer + PCIe transfers";
         if (s.setup.activation_offload) offload += std::string(offload.empty() ? "" : "; ") + "saved activations to the host and back";
-        if (s.setup.optimizer_offload == Offload::None && paged_optimizer_on(s.setup) && s.setup.method == Method::Full)
-            offload += std::string(offload.empty() ? "" : "; ") + "paged optimizer states in and out over PCIe";
+        if (t.paging_s > 0) offload += std::string(offload.empty() ? "" : "; ") + "paged optimizer states in and out over PCIe";
     }
     row("offload", t.offload_s, offload);
     row("data stall", t.data_s, s.run.loader_workers > 0 ? fmt::format("{} workers per GPU", s.run.loader_workers) : "pre-tokenized data assumed");

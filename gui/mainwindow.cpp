@@ -731,9 +731,9 @@ void MainWindow::showResults() {
         // as fit says.
         const QString back = QString::fromStdString(app::given_back_text(m));
         banner_->setText(QString("FITS: %1%4 of %2 per GPU, %3 headroom%5").arg(gbtext(m.total), gbtext(m.capacity), gbtext(m.headroom()), mrange,
-                                                                            back.isEmpty() ? QString() : QString(" (%1 given back first)").arg(back.mid(4))));
+                                                                            back.isEmpty() ? QString() : QString(" (%1 given back first)").arg(back)));
         banner_->setToolTip(back.isEmpty() ? QString()
-                                           : QString("The peak includes %1: they are held only while the card has room and given "
+                                           : QString("The peak includes the %1: they are held only while the card has room and given "
                                                      "back before it would run out, so the headroom counts them as free.").arg(back));
         setStyleIfChanged(banner_, "background: #1a7f37; color: white; font-size: 16px; font-weight: 600; border-radius: 6px;");
     } else if (m.total <= m.capacity) {

@@ -720,8 +720,9 @@ TEST_CASE("paged optimizer: states in unified memory, outside torch's allocated 
     CHECK(small.headroom() == Approx(small.managed).epsilon(1e-9));
     // Each step touches every state: the paged-out ones come in over PCIe and go
     // back out dirty, twice their bytes at the copy rate, the step's offload term.
-    CHECK(estimate_time(s).time.offload_s ==
-          Approx(2.0 * small.paged_out / policy().pcie_bytes_per_s(s.cluster.gpu.pcie_gen)).epsilon(1e-9));
+    const TimeBreakdown paging = estimate_time(s).time;
+    CHECK(paging.paging_s == Approx(2.0 * small.paged_out / policy().pcie_bytes_per_s(s.cluster.gpu.pcie_gen)).epsilon(1e-9));
+    CHECK(paging.offload_s == Approx(paging.paging_s).epsilon(1e-12));  // nothing else offloaded
     s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
     CHECK(estimate_time(s).time.offload_s == 0);  // nothing paged out on the 80 GB card
     s.cluster.gpu = tp_test::gpu("rtx-4090");

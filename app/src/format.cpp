@@ -58,7 +58,7 @@ std::string given_back_text(const MemoryBreakdown& m) {
     if (m.gathered_ahead > 0) parts = gb(m.gathered_ahead) + " of layers gathered ahead";
     if (m.step_segments > 0) parts += (parts.empty() ? "" : " and ") + gb(m.step_segments) + " of the optimizer step's own segments";
     if (m.managed > 0) parts += (parts.empty() ? "" : " and ") + gb(m.managed) + " of paged optimizer states";
-    return parts.empty() ? parts : "the " + parts;
+    return parts;
 }
 
 std::string count(std::int64_t n) {

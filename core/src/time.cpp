@@ -746,7 +746,8 @@ void optimizer_terms(const TimeContext& c, TimeEstimate& est) {
         // enough to matter: only full fine-tunes pay the memory estimate here.
         if (paged_optimizer_on(t) && t.method == Method::Full) {
             const double out = estimate_memory(c.s, c.g).peak().paged_out;
-            if (out > 0) tb.offload_s += 2.0 * out / pol.pcie_bytes_per_s(c.s.cluster.gpu.pcie_gen);
+            tb.paging_s = 2.0 * out / pol.pcie_bytes_per_s(c.s.cluster.gpu.pcie_gen);
+            tb.offload_s += tb.paging_s;
         }
         return;
     }

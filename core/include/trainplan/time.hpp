@@ -66,6 +66,9 @@ struct TimeBreakdown {
     // what the host spends issuing the step; part of host_s only where it makes the
     // host the slower side).
     double zero3_hooks_s = 0;
+    // Part of offload_s a paged optimizer spends moving its paged-out states in and
+    // back out over PCIe (time.cpp optimizer_terms).
+    double paging_s = 0;
 };
 
 struct Throughput {

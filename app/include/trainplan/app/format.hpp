@@ -25,7 +25,7 @@ std::string gb(double bytes);
 std::string count(std::int64_t n);  // "6.74 B", "124 M"
 
 // What the peak holds that is given back before an out-of-memory (MemoryBreakdown::
-// firm), as "the 1.20 GB of layers gathered ahead and ..."; empty
+// firm), as "1.20 GB of layers gathered ahead and ..."; empty
 // when nothing: the headroom counts it as free, and fit and the GUI say so.
 std::string given_back_text(const MemoryBreakdown& m);
 
