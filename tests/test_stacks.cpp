@@ -749,6 +749,22 @@ TEST_CASE("paged optimizer: states in unified memory, outside torch's allocated 
     CHECK(it->slowdown < 0);
 }
 
+TEST_CASE("paged optimizer default: QLoRA's recipe pages, a DeepSpeed ZeRO engine does not (it builds its own optimizer)", "[stacks][schema]") {
+    // artidoro/qlora passes optim=paged_adamw_32bit; under DeepSpeed ZeRO the engine builds
+    // its optimizer from the config's "optimizer" block (Qwen's finetune_qlora_*.sh with
+    // ds_config_zero2.json), so nothing is paged. The method's recipe must not pin it on.
+    const std::string base = "[model]\npreset = \"llama-2-7b\"\n[hardware]\ngpu = \"a100-sxm-80gb\"\n[training]\nmethod = \"qlora\"\n";
+    for (const auto& [extra, paged] : std::vector<std::pair<std::string, bool>>{
+             {"", true}, {"framework = \"deepspeed\"\nzero = 2\n", false}, {"framework = \"deepspeed\"\nzero = 2\npaged_optimizer = true\n", true}}) {
+        auto in = parse_scenario_toml(base + extra, "qlora.toml");
+        REQUIRE(in.has_value());
+        auto s = resolve_scenario(*in, tp_test::presets());
+        REQUIRE(s.has_value());
+        CHECK(paged_optimizer_on(s->setup) == paged);
+        CHECK((estimate_memory(*s).peak().managed > 0) == paged);
+    }
+}
+
 TEST_CASE("optimizer in backward: one tensor's gradient is resident, not the model's (torchtune optimizer_in_bwd)", "[stacks][memory]") {
     // Llama-3-8B pure bf16 (torchtune's single-device full fine-tune): gradients are 2 B
     // per parameter. Without the hook: 8,030,261,248 x 2 B = 16.06 GB. With it each

@@ -44,8 +44,10 @@ void apply_method_recipe(TrainingSetup& t, Method m) {
         t.qlora.quant = QuantType::NF4;
         t.qlora.double_quant = true;
         t.qlora.block_size = 64;
-        t.paged_optimizer = true;
-        t.optimizer = OptimizerKind::AdamW;  // paged AdamW (bitsandbytes paged_adamw_32bit)
+        // Paged AdamW (bitsandbytes paged_adamw_32bit) by its contextual default
+        // (paged_optimizer_on): on unless a DeepSpeed ZeRO engine builds the optimizer.
+        t.paged_optimizer.reset();
+        t.optimizer = OptimizerKind::AdamW;
         t.precision = Precision::BF16;       // bf16 compute dtype and adapters
         t.lora.targets = kLoraAll;
         t.recompute = Recompute::Full;       // gradient checkpointing
