@@ -73,6 +73,11 @@ TEST_CASE("stacks: logits bytes at the loss for an 8k x 128k step, per stack's l
     // torchtune CEWithChunkedOutputLoss, 8 chunks: bf16 logits + every chunk's fp32
     // log-probs + one chunk's fp32 upcast: 2 + 4 + 4/8 = 6.5 B.
     CHECK(graph("llama-3-8b", Stack::Torchtune).logits.bytes(8192, 1, 1, false) == Approx(n * 6.5));
+    // torchtune before PR #1235 (2024-07-28): output(h).float(), and the recipe holds the
+    // shifted .contiguous() fp32 copy through backward, which starts with that copy,
+    // log_softmax's saved fp32 output, nll_loss's dense fp32 gradient and log_softmax's
+    // fp32 input gradient: 4 x 4 = 16 B, no 16-bit logits (the cast's input is not saved).
+    CHECK(graph("llama-3-8b", Stack::Torchtune2024).logits.bytes(8192, 1, 1, false) == Approx(n * 16));
     // Megatron vocab_parallel_cross_entropy(output.float()): bf16 + one fp32 buffer
     // reused in place: 6 B; vocabulary-parallel over t = 2: 3 B per rank.
     CHECK(graph("llama-3-8b", Stack::MegatronCore).logits.bytes(8192, 1, 1, false) == Approx(n * 6));

@@ -98,6 +98,7 @@ constexpr EnumEntry kStack[] = {
     {TP_E(Stack, LitGPT2023), "litgpt-2023.10", "lit-gpt-2023.10", "Lit-GPT up to 2023-10-24 (PR #606): RMSNorm in the activation dtype, no fp32 upcast"},
     {TP_E(Stack, Torchtitan), "torchtitan", "", "torchtitan (FSDP2, torch.compile optional)"},
     {TP_E(Stack, Torchtune), "torchtune", "", "torchtune recipes (chunked cross-entropy)"},
+    {TP_E(Stack, Torchtune2024), "torchtune-2024.07", "", "torchtune recipes up to 2024-07-28 (PR #1235): cross-entropy on the whole fp32 logits, kept through backward"},
     {TP_E(Stack, DeepSpeed), "deepspeed", "", "DeepSpeed engine over Hugging Face model code"},
     {TP_E(Stack, MegatronCore), "megatron-core", "megatron,megatron-lm,nemo,megatron-deepspeed", "Megatron-LM / Megatron-Core / NeMo"},
     {TP_E(Stack, MegatronCore07), "megatron-core-0.7", "megatron-core-0.4,megatron-core-0.5,megatron-core-0.6", "Megatron-Core up to core_v0.7.0 (vocab-parallel cross-entropy subtracts the maximum out of place)"},

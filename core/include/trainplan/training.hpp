@@ -79,6 +79,7 @@ enum class Stack {
     LitGPT2023,    // Lit-GPT before 2023-10-24 (PR #606): RMSNorm in the activation dtype
     Torchtitan,
     Torchtune,
+    Torchtune2024,  // torchtune recipes before 2024-07-28 (PR #1235): whole fp32 logits kept through backward
     DeepSpeed,     // DeepSpeed engine over Hugging Face model code (DeepSpeed-Chat, HF + ZeRO)
     MegatronCore,  // Megatron-LM / Megatron-Core / NeMo / Megatron-DeepSpeed
     MegatronCore07,  // Megatron-Core up to core_v0.7.0: the loss's out-of-place max subtraction
