@@ -523,6 +523,55 @@ TEST_CASE("FSDP without its all-gather limiter: the host runs a launch queue ahe
     CHECK(build_step_graph(s.model, s.setup).launches[static_cast<int>(Site::Layer)] < 57);
 }
 
+TEST_CASE("PEFT's LoRA under autocast over fp32 adapters: the input cast to fp32 and back, and autocast's weight casts", "[stacks][time][memory]") {
+    // Llama-2-7B LoRA r 8 on q and v (d_in 4096) under transformers' Trainer with
+    // --bf16: torch.autocast over fp32 adapters. peft v0.5.0 tuners/lora.py
+    // Linear.forward per adapted module: the base F.linear; `x = x.to(lora_A.weight
+    // .dtype)` (an fp32 copy, 1 kernel); dropout on it; lora_A, whose fp32 input
+    // autocast casts back to bf16 (1) and whose fp32 weight it casts once per
+    // autocast region (1); lora_B, its weight cast (1); * scaling; +=. Against
+    // pure bf16 (adapters in bf16: no cast at all): 2 modules x 4 = 8 more forward
+    // kernels per layer.
+    Scenario amp = hf_llama7b("a100-sxm-80gb", Method::LoRA, Precision::BF16Mixed, 2048);
+    amp.setup.framework = Framework::PyTorchAMP;
+    Scenario pure = amp;
+    pure.setup.precision = Precision::BF16;
+    const StepGraph ga = build_step_graph(amp.model, amp.setup);
+    const StepGraph gp = build_step_graph(pure.model, pure.setup);
+    const int layer = static_cast<int>(Site::Layer);
+    CHECK(ga.launches[layer] - gp.launches[layer] == 8);
+    // The two casts read and write per input element 2 + 4 and 4 + 2 bytes: 12 x 4096
+    // per token, once for each adapted module.
+    int casts = 0;
+    for (const OpDef& o : ga.ops)
+        if (o.site == Site::Layer && o.role == OpRole::LoraInputCast) {
+            ++casts;
+            CHECK(o.hbm_bytes_per_token == Approx(12.0 * 4096));
+        }
+    CHECK(casts == 2);
+    // Without dropout lora_A saves autocast's bf16 copy of the cast input, a tensor
+    // of its own (2 B x 4096 per token per module); pure bf16 A saves the base
+    // linear's input, already kept.
+    amp.setup.lora.dropout = 0;
+    pure.setup.lora.dropout = 0;
+    const double stored_amp = build_step_graph(amp.model, amp.setup).stored(Recompute::None).bytes(2048, 1, 1, false);
+    const double stored_pure = build_step_graph(pure.model, pure.setup).stored(Recompute::None).bytes(2048, 1, 1, false);
+    CHECK(stored_amp - stored_pure == Approx(2 * 2.0 * 4096 * 2048));
+    // FSDP's mixed-precision all-gather hands the adapters over in bf16, and a
+    // DeepSpeed engine casts the model: no casts (the launches of pure bf16).
+    // (Both without dropout here.)
+    Scenario fsdp = amp;
+    fsdp.setup.fsdp = FsdpStrategy::FullShard;
+    CHECK(build_step_graph(fsdp.model, fsdp.setup).launches[layer] == build_step_graph(pure.model, pure.setup).launches[layer]);
+    // Another LoRA implementation under the same autocast (LitGPT's, torchtune's)
+    // casts no input but still has autocast cast its fp32 matrices: 2 x 2 more.
+    Scenario lit = amp;
+    lit.setup.stack = Stack::LitGPT;
+    Scenario lit_pure = lit;
+    lit_pure.setup.precision = Precision::BF16;
+    CHECK(build_step_graph(lit.model, lit.setup).launches[layer] - build_step_graph(lit_pure.model, lit_pure.setup).launches[layer] == 4);
+}
+
 TEST_CASE("host dispatch: a micro-batch the GPU runs faster than eager code can launch it waits on the host", "[stacks][time]") {
     // The same layer as above (57 forward launches); the ends: embedding 1; final
     // RMSNorm 8, LM head 1, upcast cross-entropy 5. One micro-batch launches

@@ -115,6 +115,10 @@ std::string describe_setup(const Scenario& s) {
                             : sc.elementwise,
                         attention, sc.allocator);
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
+    // fp32 adapters under autocast (opgraph.cpp lora_adapter): cast per use.
+    if (autocast_fp32_adapters(t))
+        line += sc.lora_input_cast ? "; fp32 LoRA adapters under autocast (weights cast per step, PEFT's input cast to fp32 and back)"
+                                   : "; fp32 LoRA adapters under autocast (weights cast per step)";
     // DeepSpeed ZeRO-1/2 reduce their gradient buckets with all-reduces, overlapped
     // with backward only under overlap_comm (time.cpp data_parallel_terms).
     if (runs_deepspeed_zero12(t) && p.dp * p.cp > 1)

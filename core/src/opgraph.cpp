@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include "trainplan/memory.hpp"
 #include "trainplan/policy.hpp"
 
 namespace trainplan {
@@ -20,6 +21,15 @@ double StepGraph::model_params(std::int64_t layers, bool trainable_only) const {
         for (int b = 0; b < 3; ++b) p += n * (w.trainable[b] + w.copies[b] + (trainable_only ? 0 : w.frozen_linear[b] + w.frozen_other[b]));
     }
     return p;
+}
+
+// LoRA adapters kept in fp32 under torch.autocast: the trainable weights are
+// stored fp32 (parameter_storage_bytes) while the step computes in 16 bits, and
+// nothing casts them first (an FSDP mixed-precision all-gather, an engine that
+// casts the model, QLoRA's recipe, which casts the adapters to the compute dtype).
+bool autocast_fp32_adapters(const TrainingSetup& t) {
+    return t.method == Method::LoRA && t.fsdp == FsdpStrategy::None &&
+           parameter_storage_bytes(t) > activation_bytes_per_elem(t.precision);
 }
 
 namespace {
@@ -91,17 +101,32 @@ public:
 // LoRA on one linear with input tensor `in` (dim d_in, split as `split`), on
 // `copies` matrices of that shape (experts): dropout keeps a mask and the
 // dropped copy for A's weight gradient, A's output (rank r) is kept for B's.
-// With no LoRA dropout A reads `in` itself, which is already saved. The adapter
-// weights are r (d_in + d_out) per matrix (Hu et al. 2021).
+// With no LoRA dropout A reads `in` itself, which is already saved -- unless
+// PEFT's input cast ([stack.*] lora_input_cast) makes it an fp32 copy under
+// autocast, which autocast casts back to a new 16-bit tensor for A to save. The
+// adapter weights are r (d_in + d_out) per matrix (Hu et al. 2021).
 void lora_adapter(Builder& b, std::string_view name, const TrainingSetup& t, int in, double d_in, double d_out,
                   Split split, double act_bytes, double copies, ShardClass cls) {
     const double r = t.lora.rank;
     b.adapted = name;  // labels: <scope><name>.lora_*
     int a_in = in;
+    const bool input_cast = policy().stack(t.stack).lora_input_cast && autocast_fp32_adapters(t);
+    if (input_cast) {
+        // x.to(fp32) (read 2, write 4 B) and autocast's cast back to 16 bits for
+        // lora_A (read 4, write 2); backward casts the gradient the other way
+        // through both. The fp32 copy is not saved.
+        OpDef& cast = b.elementwise("lora_input_cast", OpRole::LoraInputCast, OpKind::Elementwise, split,
+                                    (act_bytes + 4.0) * 2 * d_in, {});
+        cast.bwd_hbm_factor = 1;
+    }
     if (t.lora.dropout > 0) {
+        // On the fp32 copy where the input was cast.
+        const double drop_bytes = input_cast ? 4.0 : act_bytes;
         const int mask = b.tensor("lora_dropout_mask", d_in, 1.0, split);
-        b.elementwise("lora_dropout", OpRole::LoraDropout, OpKind::Dropout, split, d_in * act_bytes * 2, {mask});
+        b.elementwise("lora_dropout", OpRole::LoraDropout, OpKind::Dropout, split, d_in * drop_bytes * 2, {mask});
         a_in = b.tensor("lora_dropped_input", d_in, act_bytes, split);
+    } else if (input_cast) {
+        a_in = b.tensor("lora_cast_input", d_in, act_bytes, split);
     }
     OpDef& A = b.gemm("lora_A", OpRole::LoraA, d_in, r, split, a_in);
     A.kind = OpKind::LoraGemm;
@@ -209,6 +234,11 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::RouterTopK: return 4;                     // softmax, top-k, sum, divide
         case OpRole::MoeCombine: return eager ? 2.0 * m.moe.num_experts : 2;  // eager: index_add per expert
         case OpRole::LoraScaleAdd: return 2;
+        case OpRole::LoraInputCast: return 2;  // x.to(fp32), autocast's cast back
+        // autocast casts an fp32 adapter matrix to 16 bits once per autocast region
+        // (its weight-cast cache: leaf tensors that require grad), before the matmul.
+        case OpRole::LoraA:
+        case OpRole::LoraB: return autocast_fp32_adapters(t) ? 2 : 1;
         // Without .float() the model's loss is four: the shifted logits and labels
         // made contiguous, log_softmax, nll.
         case OpRole::Loss: return sc.loss_in_model && !m.logits_upcast ? 4 : sc.loss_fp32_copies >= 1 ? 5 : 2;

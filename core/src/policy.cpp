@@ -248,6 +248,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.packed_qkv = r.boolean(from("packed_qkv"), sec, "packed_qkv");
         c.allocator_reserve_fraction = r.non_negative(from("allocator_reserve_fraction"), sec, "allocator_reserve_fraction");
         c.optimizer_foreach = r.boolean(from("optimizer_foreach"), sec, "optimizer_foreach");
+        c.lora_input_cast = r.boolean(from("lora_input_cast"), sec, "lora_input_cast");
         c.framework = r.choice<Framework>(from("framework"), sec, "framework");
         c.zero_framework = r.choice<Framework>(from("zero_framework"), sec, "zero_framework");
         c.loss = r.string(from("loss"), sec, "loss");

@@ -44,7 +44,7 @@ enum class OpRole {
     MlpNorm, GateUpProj, UpProj, ActFn, ActMul, DownProj,
     Router, RouterTopK, MoeCombine,
     PostMlpNorm, MlpOutDropout, MlpResidualAdd,
-    LoraDropout, LoraA, LoraB, LoraScaleAdd,
+    LoraInputCast, LoraDropout, LoraA, LoraB, LoraScaleAdd,
     FinalNorm, LmHead, LogitSoftcap, Loss,
 };
 
@@ -266,6 +266,11 @@ struct StepGraph {
     [[nodiscard]] double model_params(std::int64_t layers, bool trainable_only = false) const;
 };
 using LayerGraph = StepGraph;  // the former name (one layer plus the ends)
+
+// LoRA adapters kept in fp32 under torch.autocast, which casts them to 16 bits
+// for every matmul region (opgraph.cpp; PEFT also casts the input: [stack.*]
+// lora_input_cast).
+[[nodiscard]] bool autocast_fp32_adapters(const TrainingSetup& t);
 
 // The logits-sized tensors live at the loss (per logit: copies in the activation
 // dtype and in fp32), as the stack and, where the stack runs the model's own loss,

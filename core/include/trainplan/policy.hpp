@@ -93,6 +93,10 @@ struct StackConventions {
     // AdamW as torch's multi-tensor (foreach) implementation, one memory pass per
     // _foreach op, rather than one fused kernel (time side).
     bool optimizer_foreach = false;
+    // The LoRA layer casts its input to the adapter weights' dtype before the
+    // adapter path (PEFT's lora Linear.forward): data/defaults.toml [stack.*]
+    // lora_input_cast.
+    bool lora_input_cast = false;
     // The engine whose bookkeeping a run of the stack has when the scenario names
     // no framework (the resolver applies it): without ZeRO, and under ZeRO 1-3
     // without FSDP.
