@@ -1529,3 +1529,38 @@ TEST_CASE("DeepSpeed ZeRO-3 before v0.6 gathers every parameter tensor alone: ho
     // recompute) is a step of about 67 s.
     CHECK(estimate_time(*on).time.step_s == Approx(67).epsilon(0.25));
 }
+
+TEST_CASE("FP8 parameters: the weights in FP8 alone, and data parallelism gathers them at 1 B", "[stacks][memory][time][fp8]") {
+    // Transformer Engine's fp8_model_init (NeMo fp8_params, as MLPerf Training v4.1's
+    // NVIDIA GPT-3 submissions set FP8_PARAMS=True) keeps each linear weight in FP8
+    // only: under Megatron's bookkeeping 1 B of weight per parameter instead of the
+    // 16-bit copy and its FP8 cast (2 + 1), the fp32 main gradient (4) and the
+    // optimizer's fp32 master and moments (12) unchanged: 17 B instead of 19.
+    TrainingSetup t;
+    t.precision = Precision::FP8Mixed;
+    t.framework = Framework::Megatron;
+    CHECK(bytes_per_trainable_param(t).total() == Approx(2 + 1 + 4 + 4 + 8));
+    t.fp8_params = true;
+    CHECK(bytes_per_trainable_param(t).total() == Approx(1 + 4 + 4 + 8));
+    // Over 8 data-parallel ranks with the distributed optimizer and gradients reduced
+    // in bf16, a step reduce-scatters 2 B and all-gathers the updated parameters at
+    // 1 B per element instead of 2: (2 + 1) / (2 + 2) of the bytes.
+    const auto dp_bytes = [](const char* fp8) {
+        const nlohmann::json j = tp_test::cli_json("simulate", {"llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--precision", "fp8-mixed",
+                                                                "--framework", "megatron", "--stack", "megatron-core", "--zero", "1",
+                                                                "--grad-reduce-bf16", "on", "--recompute", "full", "--fp8-params", fp8});
+        return j["time"]["dp_intra_node_bytes"].get<double>() + j["time"]["dp_inter_node_bytes"].get<double>();
+    };
+    REQUIRE(dp_bytes("off") > 0);
+    CHECK(dp_bytes("on") / dp_bytes("off") == Approx(0.75).epsilon(1e-9));
+    // LoRA's frozen base under it: every frozen linear weight 1 B instead of 2 (the
+    // adapters, not Transformer Engine modules, keep theirs).
+    Scenario lora = hf_llama7b("h100-sxm", Method::LoRA, Precision::FP8Mixed, 2048);
+    lora.setup.framework = Framework::Megatron;
+    lora.setup.stack = Stack::MegatronCore;
+    const double w16 = estimate_memory(lora).peak().weights;
+    lora.setup.fp8_params = true;
+    const double w8 = estimate_memory(lora).peak().weights;
+    // Llama-2-7B's linear layers: 32 x (4 x 4096^2 + 3 x 4096 x 11008) = 6.476e9.
+    CHECK(w16 - w8 == Approx(32.0 * (4.0 * 4096 * 4096 + 3.0 * 4096 * 11008)).epsilon(1e-6));
+}

@@ -396,7 +396,7 @@ nlohmann::json layout_json(const SizingReport& r, const SizingOption& o) {
             {"recompute", to_string(t.recompute)}, {"optimizer_offload", to_string(t.optimizer_offload)},
             {"param_offload", to_string(t.param_offload)}, {"fsdp", to_string(t.fsdp)}, {"tp_comm_overlap", t.tp_comm_overlap}, {"method", to_string(t.method)},
             {"cp", l.cp}, {"recompute_method", to_string(t.recompute_method)}, {"recompute_layers", t.recompute_layers},
-            {"activation_offload", t.activation_offload}, {"grad_reduce_bf16", t.grad_reduce_bf16},
+            {"activation_offload", t.activation_offload}, {"grad_reduce_bf16", t.grad_reduce_bf16}, {"fp8_params", t.fp8_params},
             {"overlap_grad_reduce", t.overlap_grad_reduce},
             {"precision", to_string(t.precision)}, {"seq_len", t.seq_len}, {"gpus_per_node", c.gpus_per_node},
             {"intra_node", c.intra_node.id}, {"inter_node", c.inter_node.id}, {"simulate", simulate_command(r, o, node_id_of(o))}};

@@ -87,8 +87,14 @@ BytesPerParam bytes_per_trainable_param(const TrainingSetup& t) {
                     if (t.fsdp != FsdpStrategy::None && t.fsdp != FsdpStrategy::NoShard) b.weights = 4;
                     break;
             }
-            // Transformer Engine keeps an fp8 copy of each weight for the step.
-            if (t.precision == Precision::FP8Mixed) b.weights += 1;
+            // Transformer Engine keeps an fp8 copy of each weight for the step --
+            // the only copy with fp8_params under an engine that casts the model
+            // (fp8_model_init; the fp32 master stays the optimizer's). (Embedding and
+            // output layers, which stay 16-bit, are counted at the same bytes.)
+            if (t.precision == Precision::FP8Mixed) {
+                if (t.fp8_params && t.framework != Framework::PyTorchAMP) b.weights = 1;
+                else b.weights += 1;
+            }
             break;
     }
     // A bitsandbytes paged optimizer keeps 32-bit states whatever the parameters'
@@ -184,6 +190,7 @@ struct MemoryContext {
     // training, 16-bit otherwise): what a gathered, frozen or copied weight takes.
     double weight_compute_bpp = 0;
     double frozen_linear_bpp = 0;
+    double gather_bpp = 0;  // bytes per element of a gathered (ZeRO-3 / FSDP) unit
     bool units_mix_frozen = false;  // FSDP units hold frozen weights beside adapters
     double framework_bytes = 0;
     // The allocator's reserve: a share of the allocated peak (a scenario's
@@ -196,11 +203,15 @@ struct MemoryContext {
 MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     const TrainingSetup& t = s.setup;
     const MemoryDefaults& def = memory_defaults();
-    MemoryContext c{s, g, shard_plan(s), bytes_per_trainable_param(t), {}, 0, 0, false, 0, 0, 0, 0};
+    MemoryContext c{s, g, shard_plan(s), bytes_per_trainable_param(t), {}, 0, 0, 0, false, 0, 0, 0, 0};
     const bool qlora = t.method == Method::QLoRA;
     // Frozen base weight bytes per parameter (QLoRA: NF4 linear layers).
     c.weight_compute_bpp = activation_bytes_per_elem(t.precision);
     c.frozen_linear_bpp = qlora ? qlora_bits_per_param(t.qlora) / 8.0 : c.weight_compute_bpp;
+    // FP8 parameters (training.hpp fp8_params): frozen linear weights in FP8 alone,
+    // and a gathered unit 1 B per element.
+    c.gather_bpp = t.fp8_params ? 1.0 : c.weight_compute_bpp;
+    if (t.fp8_params && !qlora) c.frozen_linear_bpp = 1.0;
     // FSDP units holding frozen base weights beside the adapters (use_orig_params,
     // data/defaults.toml fsdp_units_mix_frozen).
     c.units_mix_frozen = t.method == Method::LoRA && policy().stack(t.stack).fsdp_units_mix_frozen;
@@ -210,7 +221,16 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     // adapters as for any trainable weight (engine_casts_model: Qwen's Q-LoRA
     // scripts run through DeepSpeed, finetune_qlora_single_gpu.sh --deepspeed
     // ds_config_zero2.json).
-    c.adapter_bpp = qlora && !engine_casts_model(t) ? BytesPerParam{2, 2, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states} : c.bpp;
+    // LoRA adapters are not Transformer Engine modules: fp8_model_init leaves them
+    // in 16 bits (NeMo's ParallelLinearAdapter), whatever fp8_params does to the base.
+    BytesPerParam adapter_engine_bpp = c.bpp;
+    if (t.fp8_params) {
+        TrainingSetup plain = t;
+        plain.fp8_params = false;
+        adapter_engine_bpp = bytes_per_trainable_param(plain);
+    }
+    c.adapter_bpp = qlora && !engine_casts_model(t) ? BytesPerParam{2, 2, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states}
+                                                    : t.method == Method::Full ? c.bpp : adapter_engine_bpp;
     // (The NCCL communicators are added per stage: stage_memory.)
     c.framework_bytes = t.framework_overhead_bytes >= 0 ? t.framework_overhead_bytes : def.cuda_context_bytes + def.library_workspace_bytes;
     if (t.fragmentation_fraction >= 0) c.frag_frac = t.fragmentation_fraction;
@@ -427,7 +447,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // for fp32, the 4-bit base under QLoRA); the gradient of one layer
         // waits for its reduce-scatter. One rank shards nothing: no gather.
         const double layer = c.gathered_layer_params;
-        const double w_gather = full ? c.weight_compute_bpp : c.frozen_linear_bpp;
+        const double w_gather = full ? c.gather_bpp : c.frozen_linear_bpp;
         if (gathers_ahead_of_compute(t) && st.layers > 2) {
             // Nothing waits for the GPU's compute but the stream's launch
             // queue: the host issues layer after layer's all-gather and

@@ -47,6 +47,7 @@ constexpr RuleInfo kInfo[] = {
     {"lora-rank-positive", "lora_rank", S::Base, "LoRA rank below 1"},
     {"lora-targets-non-empty", "lora_targets", S::Base, "LoRA without target modules"},
     {"fp8-needs-hardware", "precision", S::Base, "fp8-mixed on a GPU without FP8 tensor cores"},
+    {"fp8-params-need-fp8", "fp8_params", S::Base, "FP8 parameters without fp8-mixed precision"},
     {"bf16-needs-hardware", "precision", S::Base, "bf16 on a GPU whose tensor cores have no BF16 (Volta, Turing)"},
     {"seq-within-learned-positions", "seq_len", S::Base, "seq_len beyond learned position embeddings"},
     {"gpu-has-memory", "gpu", S::Base, "GPU without memory capacity"},
@@ -264,6 +265,11 @@ const Check kStructural[] = {
     {Rule::Fp8NeedsHardware, "precision",
      [](T(s)) { return s.setup.precision == Precision::FP8Mixed && s.cluster.gpu.fp8_flops <= 0; },
      [](T(s)) { return "precision = \"fp8-mixed\" needs FP8 tensor cores; " + s.cluster.gpu.name + " has none"; }},
+    {Rule::Fp8ParamsNeedFp8, "fp8_params", [](T(s)) { return s.setup.fp8_params && s.setup.precision != Precision::FP8Mixed; },
+     [](T(s)) {
+         return std::string("fp8_params = true keeps the weights in FP8 and needs precision = \"fp8-mixed\", got precision = \"") +
+                std::string(to_string(s.setup.precision)) + "\"";
+     }},
     // Volta/Turing tensor cores take fp16 only: bf16 matmuls run on CUDA cores, slower
     // than fp32 (torch.matmul on a V100S: bf16 9.85 vs fp16 88.92 TFLOP/s,
     // zzc0721/torch-performance-test-data database.md). Refused rather than timed.

@@ -252,6 +252,9 @@ std::vector<Field> make_fields() {
     f.push_back(row<&In::tf32>("training", "tf32", "--tf32", "TF32 matmuls", boolean(),
                                "fp32 precision: matmuls in TF32 on tensor cores (allow_tf32): on | off (default off)",
                                TP_AT(setup.tf32)));
+    f.push_back(row<&In::fp8_params>("training", "fp8_params", "--fp8-params", "FP8 parameters", boolean(),
+                                     "fp8-mixed: weights kept in FP8 alone, gathered by data parallelism at 1 B (NeMo fp8_params, Megatron-Core --fp8-param-gather, torchao float8 all-gather): on | off (default off)",
+                                     TP_AT(setup.fp8_params)));
     f.push_back(row<&In::optimizer>("training", "optimizer", "--optimizer", "Optimizer", choice<OptimizerKind>(),
                                     "Optimizer (default adamw)", TP_AT(setup.optimizer)));
     f.push_back(row<&In::framework>("training", "framework", "--framework", "Bookkeeping", choice<Framework>(),

@@ -575,7 +575,9 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     // (A flat gradient buffer, Megatron's or torch DDP's, reduces them as zeros.)
     const double reduced = trainable - (runs_deepspeed_zero(t) || plan.gathers_weights ? c.crit.idle_trainable : 0.0);
     const double grad_bytes = reduced * (t.grad_reduce_bf16 ? std::min(grad_elem, 2.0) : grad_elem);
-    const double w16 = (c.crit.total() - c.crit.idle) * 2.0;
+    // Parameters gather in 16 bits, in FP8 with fp8_params (training.hpp).
+    const double gather_elem = t.fp8_params ? 1.0 : 2.0;
+    const double w16 = (c.crit.total() - c.crit.idle) * gather_elem;
     const int per_node = plan.dp_group.per_node;
     const int nodes = cl.inter_node.bandwidth_Bps > 0 ? plan.dp_group.nodes : 1;
     double intra_bytes = 0, inter_bytes = 0;  // per rank, one pass
@@ -664,7 +666,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         // #4946): twice a reduce-scatter's bytes. Megatron's distributed optimizer
         // and FSDP reduce-scatter.
         const double rs = (ds ? dp_allreduce(grad_bytes, reduces) : dp_allgather(grad_bytes, reduces)) / reduces;
-        const double ag = dp_allgather(c.crit.trainable() * 2.0);
+        const double ag = dp_allgather(c.crit.trainable() * gather_elem);
         tb.dp_comm_s = reduces * rs + ag;
         double hidden = overlap;
         double tail = t.overlap_grad_reduce ? std::min(rs, last_bucket) : 0.0;

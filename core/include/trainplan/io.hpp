@@ -70,6 +70,7 @@ struct ScenarioInput {
     std::optional<bool> optimizer_in_backward;
     std::optional<bool> flash_attention;
     std::optional<bool> tf32;
+    std::optional<bool> fp8_params;
     std::optional<AttentionKernel> attention_kernel;
     std::optional<HeldOutputs> held_outputs;
     std::optional<bool> fsdp_limit_all_gathers;

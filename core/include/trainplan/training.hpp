@@ -158,6 +158,11 @@ struct TrainingSetup {
     // fp32 matmuls on tensor cores in TF32 (torch.backends.cuda.matmul.allow_tf32; off by
     // default since PyTorch 1.12). Only read when precision = fp32 on a GPU with a TF32 rate.
     bool tf32 = false;
+    // FP8 weights alone (Transformer Engine fp8_model_init: NeMo fp8_params,
+    // Megatron-Core --fp8-param-gather; torchao's FSDP float8 all-gather): the linear
+    // layers keep no 16-bit copy, and data parallelism gathers parameters at 1 B
+    // per element. Needs precision fp8-mixed.
+    bool fp8_params = false;
     OptimizerKind optimizer = OptimizerKind::AdamW;
     Framework framework = Framework::DeepSpeed;
     Stack stack = Stack::GenericEager;    // default megatron-core when framework = megatron (resolver)
