@@ -161,7 +161,9 @@ Diagnosis diagnose(const Scenario& s, const MemoryBreakdown& m, const TimeEstima
     const TimeBreakdown& t = te.time;
     const double step = t.step_s;
     std::string rest = ", temporary " + gbs(m.temporary);
-    if (m.peak_at_step) rest += " (the peak is at the optimizer step: " + gbs(m.step_copies) + " of gradient copies)";
+    if (m.peak_at_step)
+        rest += " (the peak is at the optimizer step: " + gbs(m.step_copies) +
+                (runs_deepspeed_zero(s.setup) ? " of gradient copies)" : " of AdamW foreach temporaries)");
     d.evidence.push_back("memory per GPU " + gbs(m.total) + " of " + gbs(m.capacity) + " (weights " + gbs(m.weights) + ", gradients " +
                          gbs(m.gradients) + ", optimizer " + gbs(m.optimizer) + ", activations " + gbs(m.activations) + ", logits " +
                          gbs(m.logits) + rest + ")");

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "trainplan/policy.hpp"
+#include "trainplan/time.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan {
@@ -578,6 +579,20 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // the allocated peak: 0 reproduces max_memory_allocated, save for layers
         // gathered ahead of the compute, which are no slack.)
         if (t.fragmentation_fraction >= 0) step_segments = 0;
+    } else if (adamw_runs_foreach(t) && !paged_optimizer_on(t) && !t.optimizer_in_backward && t.optimizer_offload == Offload::None) {
+        // torch.optim.AdamW's multi-tensor step (time.hpp adamw_runs_foreach) makes
+        // one new tensor list the size of a moment, `exp_avg_sq_sqrt =
+        // torch._foreach_sqrt(device_exp_avg_sqs)`, divides and shifts it in place
+        // and reads it in _foreach_addcdiv_ (torch/optim/adamw.py _multi_tensor_adamw,
+        // torch 2.x: every parameter of one device and dtype at once), the moments
+        // and the gradients beside it. It comes after backward has freed the
+        // activations, logits and backward buffers; only what it needs beyond
+        // those raises the peak.
+        const double states = mem.optimizer - mem.master_weights;
+        mem.step_copies = states / 2.0;  // AdamW's two moments: one moment's bytes
+        const double backward = mem.activations + mem.logits + temp;
+        mem.peak_at_step = mem.step_copies > backward;
+        temp += std::max(0.0, mem.step_copies - backward);
     }
     mem.temporary = temp;
 
