@@ -1477,11 +1477,13 @@ TEST_CASE("an image encoder idle on text batches moves no bytes: ZeRO-3 never ga
     // removed from the model) must move the same bytes and run the same hooks.
     Scenario with = zero3_llama7b(Framework::DeepSpeed, 8, Precision::BF16Mixed, 2048);
     with.model = tp_test::model("gemma-3-4b");
+    with.cluster.gpus_per_node = 8;  // one node: the ring moves bytes (one GPU per node with no network would not)
     REQUIRE(count_params(with.model).vision > 400'000'000);
     Scenario without = with;
     without.model.vision = VisionSpec{};
     REQUIRE(count_params(without.model).vision == 0);
     const TimeEstimate a = estimate_time(with), b = estimate_time(without);
+    REQUIRE(a.time.dp_intra_bytes > 0);
     CHECK(a.time.dp_intra_bytes == Approx(b.time.dp_intra_bytes).epsilon(1e-12));
     CHECK(a.time.zero3_hooks_s == Approx(b.time.zero3_hooks_s).epsilon(1e-12));
     // Its states are still there: 16 B per parameter over 8 ranks, 2 of them the weights.
