@@ -58,7 +58,7 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
                                : fmt::format("loss copies of the logits ({} stack)", to_string(t.stack)));
     row("temporary", m.temporary,
         m.peak_at_step ? "peak at the optimizer step: " + gb(m.step_copies) +
-                             (runs_deepspeed_zero(t) ? " of gradient copies" : " of AdamW foreach temporaries") + ", partly in the freed activations' place"
+                             " of " + step_copies_name(t) + ", partly in the freed activations' place"
                        : "buffers, gathered layers, recompute working set");
     row("framework", m.framework,
         m.nccl_communicators > 0 ? fmt::format("CUDA context, cuBLAS workspace, {} NCCL buffers of {} communicator{}{}", gb(m.nccl_buffers),

@@ -1558,6 +1558,15 @@ TEST_CASE("FP8 parameters: the weights in FP8 alone, and data parallelism gather
     };
     REQUIRE(dp_bytes("off") > 0);
     CHECK(dp_bytes("on") / dp_bytes("off") == Approx(0.75).epsilon(1e-9));
+    // The gathers move the compute dtype: fp32 training under DeepSpeed ZeRO-3 gathers
+    // fp32 weights (twice, forward and backward) and reduce-scatters fp32 gradients,
+    // every byte twice bf16-mixed's 2 + 2 + 2.
+    const auto zero3_bytes = [](const char* precision) {
+        const nlohmann::json j = tp_test::cli_json("simulate", {"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "8", "--precision", precision,
+                                                                "--framework", "deepspeed", "--zero", "3", "--recompute", "full"});
+        return j["time"]["dp_intra_node_bytes"].get<double>() + j["time"]["dp_inter_node_bytes"].get<double>();
+    };
+    CHECK(zero3_bytes("fp32") / zero3_bytes("bf16-mixed") == Approx(2.0).epsilon(1e-9));
     // LoRA's frozen base under it: every frozen linear weight 1 B instead of 2 (the
     // adapters, not Transformer Engine modules, keep theirs).
     Scenario lora = hf_llama7b("h100-sxm", Method::LoRA, Precision::FP8Mixed, 2048);

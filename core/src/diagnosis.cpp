@@ -163,7 +163,7 @@ Diagnosis diagnose(const Scenario& s, const MemoryBreakdown& m, const TimeEstima
     std::string rest = ", temporary " + gbs(m.temporary);
     if (m.peak_at_step)
         rest += " (the peak is at the optimizer step: " + gbs(m.step_copies) +
-                (runs_deepspeed_zero(s.setup) ? " of gradient copies)" : " of AdamW foreach temporaries)");
+                " of " + step_copies_name(s.setup) + ")";
     d.evidence.push_back("memory per GPU " + gbs(m.total) + " of " + gbs(m.capacity) + " (weights " + gbs(m.weights) + ", gradients " +
                          gbs(m.gradients) + ", optimizer " + gbs(m.optimizer) + ", activations " + gbs(m.activations) + ", logits " +
                          gbs(m.logits) + rest + ")");

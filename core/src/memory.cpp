@@ -53,6 +53,12 @@ double parameter_storage_bytes(const TrainingSetup& t) {
     return mixed && t.framework == Framework::PyTorchAMP ? 4.0 : activation_bytes_per_elem(t.precision);
 }
 
+double parameter_gather_bytes(const TrainingSetup& t) { return t.fp8_params ? 1.0 : activation_bytes_per_elem(t.precision); }
+
+const char* step_copies_name(const TrainingSetup& t) {
+    return runs_deepspeed_zero(t) ? "gradient copies" : "AdamW foreach temporaries";
+}
+
 BytesPerParam bytes_per_trainable_param(const TrainingSetup& t) {
     BytesPerParam b;
     double state = 4;
@@ -211,7 +217,7 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     c.frozen_linear_bpp = qlora ? qlora_bits_per_param(t.qlora) / 8.0 : c.weight_compute_bpp;
     // FP8 parameters (training.hpp fp8_params): frozen linear weights in FP8 alone,
     // and a gathered unit 1 B per element.
-    c.gather_bpp = t.fp8_params ? 1.0 : c.weight_compute_bpp;
+    c.gather_bpp = parameter_gather_bytes(t);
     if (t.fp8_params && !qlora) c.frozen_linear_bpp = 1.0;
     // FSDP units holding frozen base weights beside the adapters (use_orig_params,
     // data/defaults.toml fsdp_units_mix_frozen).

@@ -575,8 +575,8 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     // (A flat gradient buffer, Megatron's or torch DDP's, reduces them as zeros.)
     const double reduced = trainable - (runs_deepspeed_zero(t) || plan.gathers_weights ? c.crit.idle_trainable : 0.0);
     const double grad_bytes = reduced * (t.grad_reduce_bf16 ? std::min(grad_elem, 2.0) : grad_elem);
-    // Parameters gather in 16 bits, in FP8 with fp8_params (training.hpp).
-    const double gather_elem = t.fp8_params ? 1.0 : 2.0;
+    // Parameters gather in the compute dtype, FP8 with fp8_params (memory.hpp).
+    const double gather_elem = parameter_gather_bytes(t);
     const double w16 = (c.crit.total() - c.crit.idle) * gather_elem;
     const int per_node = plan.dp_group.per_node;
     const int nodes = cl.inter_node.bandwidth_Bps > 0 ? plan.dp_group.nodes : 1;

@@ -52,6 +52,14 @@ struct BytesPerParam {
 // Bytes a parameter is stored in, without the step's cast copies (a weight the
 // step never uses: an idle image encoder).
 [[nodiscard]] double parameter_storage_bytes(const TrainingSetup& t);
+// Bytes per element of a parameter gathered by data parallelism (a ZeRO-3 / FSDP
+// unit, the distributed optimizer's updated weights): the compute dtype, FP8 with
+// fp8_params (training.hpp). Memory (the gathered units) and time (the all-gathers)
+// both read it.
+[[nodiscard]] double parameter_gather_bytes(const TrainingSetup& t);
+// What a step's own temporaries are (MemoryBreakdown::step_copies): DeepSpeed's fp32
+// gradient copies, else torch AdamW's foreach list.
+[[nodiscard]] const char* step_copies_name(const TrainingSetup& t);
 
 // Bits per parameter of a QLoRA base weight: 4 + the quantization constants.
 [[nodiscard]] double qlora_bits_per_param(const QLoraConfig& q);
