@@ -116,7 +116,7 @@ void never_widens(QLabel* l) {
 bool field_applies(const Field& f, const Scenario& s) {
     const std::string key = f.key;
     if (key.rfind("lora_", 0) == 0 || key == "train_embeddings") return s.setup.method != Method::Full;
-    if (key == "quant" || key == "double_quant") return s.setup.method == Method::QLoRA;
+    if (key == "quant" || key == "double_quant" || key == "kbit_upcast") return s.setup.method == Method::QLoRA;
     // Settings of one engine, precision or policy only (their help says which).
     const TrainingSetup& t = s.setup;
     if (key == "tf32") return t.precision == Precision::FP32;

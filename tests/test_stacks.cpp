@@ -1599,3 +1599,48 @@ TEST_CASE("torch AdamW's foreach step: one moment-sized list beside the states a
     s.setup.zero_stage = 1;
     CHECK(estimate_memory(s).peak().step_copies != Approx(2.0 * n));
 }
+
+TEST_CASE("PEFT's kbit preparation: fp32 embeddings, norms and head make the stream and every checkpoint fp32", "[stacks][memory][qlora]") {
+    // peft's prepare_model_for_kbit_training casts every float parameter of a
+    // bitsandbytes model to fp32: Llama-2-7B's embedding and LM head (2 x 32000 x
+    // 4096) and 65 RMSNorm weights of 4096 go from 2 to 4 B. The LoRA adapters
+    // made after it are fp32 (here r 8 on q and v: 32 x 2 x 8 x (4096 + 4096)
+    // parameters, 2 B more each). The embedding then emits fp32 and each
+    // decoder layer's checkpointed input is fp32: 2 B more per hidden element,
+    // token and layer, 32 x 4096 x 4096 x 2 B for one 4096-token sequence.
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::QLoRA, Precision::FP16Mixed, 4096);
+    s.setup.framework = Framework::PyTorchAMP;
+    s.setup.recompute = Recompute::Full;
+    const MemoryBreakdown plain = estimate_memory(s).peak();
+    s.setup.qlora.kbit_upcast = true;
+    const MemoryBreakdown prepared = estimate_memory(s).peak();
+    const double other = 2.0 * 32000 * 4096 + 65.0 * 4096;
+    const double adapters = 32.0 * 2 * 8 * (4096 + 4096);
+    CHECK(prepared.weights - plain.weights == Approx(2.0 * other + 2.0 * adapters).epsilon(1e-9));
+    CHECK(build_step_graph(s.model, s.setup).stored_full.bytes(4096, 1, 1, false) == Approx(4096.0 * 4096 * 4));
+    // Beside that, the head's input (the final norm's fp32 output) is kept for its
+    // matmul: 4096 x 4096 x 2 B more.
+    CHECK(prepared.activations - plain.activations == Approx(32.0 * 4096 * 4096 * 2 + 4096.0 * 4096 * 2).epsilon(1e-9));
+    // The MLP's element-wise tensors are fp32 (a 4-bit linear returns its output
+    // in its input's dtype): one layer's stored tensors grow by more than the
+    // gate, up, act and product, 4 x 11008 x 2 B per token.
+    s.setup.qlora.kbit_upcast = false;
+    const double layer16 = build_step_graph(s.model, s.setup).stored_none.bytes(1, 1, 1, false);
+    s.setup.qlora.kbit_upcast = true;
+    CHECK(build_step_graph(s.model, s.setup).stored_none.bytes(1, 1, 1, false) - layer16 >= 4.0 * 11008 * 2);
+    // Kernels per layer forward: each 4-bit linear fed an fp32 input casts it first
+    // (q, k, v, the separate gate and up, down: 6; o_proj's input is flash
+    // attention's 16-bit output); autocast casts each fp32 adapter matrix (q and v:
+    // 4) and the fp32 input for lora_A (2).
+    s.setup.qlora.kbit_upcast = false;
+    const double launches16 = build_step_graph(s.model, s.setup).launches[static_cast<int>(Site::Layer)];
+    s.setup.qlora.kbit_upcast = true;
+    CHECK(build_step_graph(s.model, s.setup).launches[static_cast<int>(Site::Layer)] - launches16 == Approx(6 + 4 + 2));
+    // And it names itself in the assumes line.
+    CHECK_THAT(app::describe_setup(s), Catch::Contains("prepare_model_for_kbit_training"));
+    // GPTQ models are left as they are (peft skips them): refused with exit 2.
+    const tp_test::CliResult r = tp_test::cli({"fit", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--method", "qlora", "--quant", "gptq",
+                                               "--kbit-upcast", "on"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("kbit_upcast") && Catch::Contains("gptq"));
+}

@@ -116,6 +116,9 @@ std::string describe_setup(const Scenario& s) {
                         attention, sc.allocator);
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
     // fp32 adapters under autocast (opgraph.cpp lora_adapter): cast per use.
+    if (fp32_stream(t))
+        line += "; PEFT's prepare_model_for_kbit_training: embeddings, norms and LM head fp32, so the residual stream, checkpoints and "
+                "norm outputs are fp32 (the 4-bit matmuls cast their input to 16 bits)";
     if (autocast_fp32_adapters(t))
         line += sc.lora_input_cast ? "; fp32 LoRA adapters under autocast (weights cast per step, PEFT's input cast to fp32 and back)"
                                    : "; fp32 LoRA adapters under autocast (weights cast per step)";

@@ -236,7 +236,10 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
         plain.fp8_params = false;
         adapter_engine_bpp = bytes_per_trainable_param(plain);
     }
-    c.adapter_bpp = qlora && !engine_casts_model(t) ? BytesPerParam{2, 2, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states}
+    // After PEFT's kbit preparation (kbit_upcast) the adapters are made fp32: fp32
+    // weights and gradients.
+    const double adapter_w = qlora && t.qlora.kbit_upcast ? 4.0 : 2.0;
+    c.adapter_bpp = qlora && !engine_casts_model(t) ? BytesPerParam{adapter_w, adapter_w, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states}
                                                     : t.method == Method::Full ? c.bpp : adapter_engine_bpp;
     // (The NCCL communicators are added per stage: stage_memory.)
     c.framework_bytes = t.framework_overhead_bytes >= 0 ? t.framework_overhead_bytes : def.cuda_context_bytes + def.library_workspace_bytes;
@@ -272,8 +275,10 @@ void stage_states(const MemoryContext& c, const StageParams& p, MemoryBreakdown&
         mem.master_weights = dense.master + experts.master;
         return;
     }
-    // Frozen base: linear weights (quantized under QLoRA), the rest 16-bit.
-    const double frozen = (p.frozen_linear_dense * c.frozen_linear_bpp + p.frozen_other * c.weight_compute_bpp) / plan.dense.weights +
+    // Frozen base: linear weights (quantized under QLoRA), the rest 16-bit (fp32
+    // after PEFT's kbit preparation: fp32_stream).
+    const double other_bpp = fp32_stream(c.s.setup) ? 4.0 : c.weight_compute_bpp;
+    const double frozen = (p.frozen_linear_dense * c.frozen_linear_bpp + p.frozen_other * other_bpp) / plan.dense.weights +
                           p.frozen_linear_expert * c.frozen_linear_bpp / plan.expert.weights;
     const ModelStates dense = model_states(p.trainable_dense, c.adapter_bpp, plan.dense);
     const ModelStates experts = model_states(p.trainable_expert, c.adapter_bpp, plan.expert);

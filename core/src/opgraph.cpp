@@ -27,10 +27,14 @@ double StepGraph::model_params(std::int64_t layers, bool trainable_only) const {
 // stored fp32 (parameter_storage_bytes) while the step computes in 16 bits, and
 // nothing casts them first (an FSDP mixed-precision all-gather, an engine that
 // casts the model, QLoRA's recipe, which casts the adapters to the compute dtype).
+// Under QLoRA the recipe casts them, except where PEFT's kbit preparation ran
+// first (kbit_upcast: the adapters are made fp32 beside a 4-bit base).
 bool autocast_fp32_adapters(const TrainingSetup& t) {
-    return t.method == Method::LoRA && t.fsdp == FsdpStrategy::None &&
-           parameter_storage_bytes(t) > activation_bytes_per_elem(t.precision);
+    const bool fp32_adapters = t.method == Method::LoRA || (t.method == Method::QLoRA && t.qlora.kbit_upcast);
+    return fp32_adapters && t.fsdp == FsdpStrategy::None && parameter_storage_bytes(t) > activation_bytes_per_elem(t.precision);
 }
+
+bool fp32_stream(const TrainingSetup& t) { return t.method == Method::QLoRA && t.qlora.kbit_upcast; }
 
 namespace {
 
@@ -110,13 +114,16 @@ void lora_adapter(Builder& b, std::string_view name, const TrainingSetup& t, int
     const double r = t.lora.rank;
     b.adapted = name;  // labels: <scope><name>.lora_*
     int a_in = in;
-    const bool input_cast = policy().stack(t.stack).lora_input_cast && autocast_fp32_adapters(t);
+    // An fp32 input (fp32_stream) reaches lora_A through autocast's cast to 16
+    // bits alone: PEFT's x.to(fp32) returns it as it is.
+    const bool stream = fp32_stream(t);
+    const bool input_cast = (policy().stack(t.stack).lora_input_cast && autocast_fp32_adapters(t)) || stream;
     if (input_cast) {
         // x.to(fp32) (read 2, write 4 B) and autocast's cast back to 16 bits for
         // lora_A (read 4, write 2); backward casts the gradient the other way
         // through both. The fp32 copy is not saved.
         OpDef& cast = b.elementwise("lora_input_cast", OpRole::LoraInputCast, OpKind::Elementwise, split,
-                                    (act_bytes + 4.0) * 2 * d_in, {});
+                                    (act_bytes + 4.0) * (stream ? 1 : 2) * d_in, {});
         cast.bwd_hbm_factor = 1;
     }
     if (t.lora.dropout > 0) {
@@ -234,7 +241,8 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::RouterTopK: return 4;                     // softmax, top-k, sum, divide
         case OpRole::MoeCombine: return eager ? 2.0 * m.moe.num_experts : 2;  // eager: index_add per expert
         case OpRole::LoraScaleAdd: return 2;
-        case OpRole::LoraInputCast: return 2;  // x.to(fp32), autocast's cast back
+        case OpRole::LinearInputCast: return o.casts;
+        case OpRole::LoraInputCast: return fp32_stream(t) ? 1 : 2;  // x.to(fp32), autocast's cast back
         // autocast casts an fp32 adapter matrix to 16 bits once per autocast region
         // (its weight-cast cache: leaf tensors that require grad), before the matmul.
         case OpRole::LoraA:
@@ -456,7 +464,15 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // The stack's kernel conventions (data/defaults.toml [stack.*]).
     const StackConventions& sc = policy().stack(t.stack);
     const bool fused = sc.fused_elementwise;
-    const double r = (!fused && t.framework == Framework::PyTorchAMP && t.precision != Precision::FP32) ? 4.0 : a;
+    // PEFT's kbit preparation (fp32_stream) makes the stream between the matmuls
+    // fp32: the embedding, norm weights and LM head are fp32, each 4-bit linear
+    // returns its output in its input's dtype. `sa` is the bytes of those tensors
+    // (the residual, norm outputs, the MLP's element-wise tensors); what a 16-bit
+    // kernel emits (flash attention, the adapters' matmuls, the logits under
+    // autocast) stays `a`.
+    const bool stream32 = fp32_stream(t);
+    const double sa = stream32 ? 4.0 : a;
+    const double r = (stream32 || (!fused && t.framework == Framework::PyTorchAMP && t.precision != Precision::FP32)) ? 4.0 : a;
     double norm_bytes = 2 * h * a;
     if (!fused) {
         // A fused RMSNorm kernel reads its input once and writes its output, also
@@ -467,7 +483,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     const double residual_bytes = 3 * h * r;
     // What a norm keeps of its input for backward: eager RMSNorms keep an fp32
     // copy (x.float() feeds pow and mul), fused kernels the 16-bit input.
-    const double norm_in_bytes = eager_rmsnorm(m, sc) ? sc.norm_saved_bytes : a;
+    const double norm_in_bytes = stream32 ? 4.0 : eager_rmsnorm(m, sc) ? sc.norm_saved_bytes : a;
 
     // ===== first stage: token (and learned position) embedding
     b.site = Site::First;
@@ -514,7 +530,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     const int x_in = b.tensor("layer_input", h, norm_in_bytes, R);
     Builder::owns(b.elementwise("attn_norm", OpRole::AttnNorm, OpKind::Norm, R, norm_bytes, {x_in}), norm_params, base_trained,
                   ShardClass::Norm, false);
-    const int n1 = b.tensor("attn_norm_out", h, a, R);
+    const int n1 = b.tensor("attn_norm_out", h, sa, R);
     if (m.packed_qkv || sc.packed_qkv) {
         // One module computes q, k and v (GPT-2's c_attn, query_key_value, Wqkv):
         // one GEMM, and LoRA on any of them adapts that one module.
@@ -543,9 +559,13 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         Builder::owns(b.elementwise("k_norm", OpRole::QkNorm, OpKind::Norm, TP, per_elem * kvd, {kn}), static_cast<double>(m.head_dim),
                       base_trained, ShardClass::Norm, false);
     }
-    const int q = b.tensor("q", qd, a, TP);
-    const int k = b.tensor("k", kvd, a, TP);
-    const int v = b.tensor("v", kvd, a, TP);
+    // Attention's tensors: a fused kernel takes 16-bit q, k, v (transformers'
+    // flash-attention path casts an fp32 input back to the compute dtype); eager
+    // attention runs in the dtype the projections return.
+    const double at = fused_attention_runs(t) ? a : sa;
+    const int q = b.tensor("q", qd, at, TP);
+    const int k = b.tensor("k", kvd, at, TP);
+    const int v = b.tensor("v", kvd, at, TP);
     if (m.position == PositionKind::RoPE) {
         // A fused rotary kernel (Transformer Engine, flash-attn's rotary, Triton:
         // [stack.*] fused_rope) reads q and k once and writes them once. Eager model code runs
@@ -559,7 +579,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // three gradients of x summed (two adds of 3a): 15a, 1.5 x the forward.
         // Saves only the cos / sin tables.
         const bool kernel = rope_kernel(sc);
-        OpDef& rope = b.elementwise("rope", OpRole::Rope, OpKind::Elementwise, TP, (kernel ? 2 : 10) * (qd + kvd) * a, {});
+        OpDef& rope = b.elementwise("rope", OpRole::Rope, OpKind::Elementwise, TP, (kernel ? 2 : 10) * (qd + kvd) * sa, {});
         if (!kernel) rope.bwd_hbm_factor = 1.5;
     }
     int ctx = -1;
@@ -596,18 +616,18 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             // head; tanh keeps its output for its backward (1 - y^2). (Fused kernels
             // cap inside: flash-attn 2.6's softcap argument.)
             OpDef& cap = b.elementwise("attn_softcap", OpRole::AttnSoftcap, OpKind::Elementwise, TP, 0, {});
-            cap.hbm_bytes_per_token_sq = nh * kSoftcapPasses * a;
+            cap.hbm_bytes_per_token_sq = nh * kSoftcapPasses * at;
             cap.bwd_hbm_factor = kSoftcapBwdFactor;
             cap.selective_recompute = true;
-            const int tanh_out = b.output("attn_softcap_tanh", 0, a, TP, nh);
+            const int tanh_out = b.output("attn_softcap_tanh", 0, at, TP, nh);
             b.g.ops.back().saves.push_back(tanh_out);
         }
         OpDef& sm = b.elementwise("attn_softmax", OpRole::AttnSoftmax, OpKind::Elementwise, TP, 0, {});
-        sm.hbm_bytes_per_token_sq = nh * 2 * a;  // read the scores, write the probabilities
+        sm.hbm_bytes_per_token_sq = nh * 2 * at;  // read the scores, write the probabilities
         sm.selective_recompute = true;
-        const int probs = b.output("attn_probs", 0, a, TP, nh);
+        const int probs = b.output("attn_probs", 0, at, TP, nh);
         b.g.ops.back().saves.push_back(probs);
-        if (sc.attn_softmax_fp32 && a < 4.0) {
+        if (sc.attn_softmax_fp32 && at < 4.0) {
             // softmax(..., dtype=float32).to(dtype) (data/defaults.toml [stack.*]
             // attn_softmax_fp32): softmax's backward keeps its fp32 output as well
             // as the 16-bit cast P x V keeps. (In fp32 training the cast returns the
@@ -619,20 +639,20 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // to fp32 for an fp32 softmax), softmax backward the gradient of the scores
         // (16-bit, `_softmax_backward_data(grad, out, dim, input_dtype)`); both
         // exist at once next to the saved probabilities.
-        b.g.attn_backward_working.squared = nh * ((sc.attn_softmax_fp32 ? 4.0 : a) + a);
+        b.g.attn_backward_working.squared = nh * ((sc.attn_softmax_fp32 ? 4.0 : at) + at);
         int pv_in = probs;
         if (dropout) {
             OpDef& dr = b.elementwise("attn_dropout", OpRole::AttnDropout, OpKind::Dropout, TP, 0, {});
-            dr.hbm_bytes_per_token_sq = nh * (2 * a + 1);  // read, write, mask
+            dr.hbm_bytes_per_token_sq = nh * (2 * at + 1);  // read, write, mask
             dr.selective_recompute = true;
             const int mask = b.output("attn_dropout_mask", 0, 1.0, TP, nh);
-            pv_in = b.output("attn_dropout_out", 0, a, TP, nh);
+            pv_in = b.output("attn_dropout_out", 0, at, TP, nh);
             b.g.ops.back().saves.push_back(mask);
         }
         OpDef& pv = b.op("attn_values", OpRole::AttnValues, OpKind::AttentionValues, TP, {pv_in, v});
         pv.flops_per_token_sq = 2.0 * qd;
         pv.selective_recompute = true;
-        ctx = b.tensor("attn_context", qd, a, TP);
+        ctx = b.tensor("attn_context", qd, at, TP);
     }
     {
         OpDef& o = b.gemm("o_proj", OpRole::OProj, qd, h, TP, ctx);
@@ -662,7 +682,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         }
         Builder::owns(b.elementwise("mlp_norm", OpRole::MlpNorm, OpKind::Norm, R, norm_bytes, {norm_in}), norm_params, base_trained,
                       ShardClass::Norm, false);
-        mlp_in = b.tensor("mlp_norm_out", h, a, R);
+        mlp_in = b.tensor("mlp_norm_out", h, sa, R);
     }
 
     // One MLP of `ffn` columns per copy, `copies` of them side by side (shared
@@ -685,15 +705,15 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             Builder::owns(gu, copies * (2 * h * ffn + bias(m.mlp_bias, 2 * ffn)), base_trained, cls, true);
             if (adapted(kLoraGate)) lora_adapter(b, "gate_proj", t, mlp_in, h, ffn, R, a, lora_copies, cls);
             if (adapted(kLoraUp)) lora_adapter(b, "up_proj", t, mlp_in, h, ffn, R, a, lora_copies, cls);
-            const int gate = b.tensor("gate", f, a, TP);
-            const int up = b.tensor("up", f, a, TP);
-            b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * a, {gate});
-            const int act = b.tensor("act", f, a, TP);
+            const int gate = b.tensor("gate", f, sa, TP);
+            const int up = b.tensor("up", f, sa, TP);
+            b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * sa, {gate});
+            const int act = b.tensor("act", f, sa, TP);
             // A fused SwiGLU recomputes act(gate) in backward: keeps gate and up only.
             const SwigluKernel sk = swiglu_kernel(t);
-            b.elementwise("act_mul", OpRole::ActMul, OpKind::Elementwise, TP, 3 * f * a,
+            b.elementwise("act_mul", OpRole::ActMul, OpKind::Elementwise, TP, 3 * f * sa,
                           sk != SwigluKernel::Eager ? InlineList<int, 8>{up} : InlineList<int, 8>{act, up});
-            const int prod = b.tensor("act_x_up", f, a, TP);
+            const int prod = b.tensor("act_x_up", f, sa, TP);
             OpDef& down = b.gemm("down_proj", OpRole::DownProj, width, h, TP, prod);
             // The packed kernel runs the down projection inside its own autograd
             // function and regenerates its input in backward.
@@ -706,9 +726,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             expertise(up);
             Builder::owns(up, copies * (h * ffn + bias(m.mlp_bias, ffn)), base_trained, cls, true);
             if (adapted(kLoraUp)) lora_adapter(b, "fc1", t, mlp_in, h, ffn, R, a, lora_copies, cls);
-            const int fc1 = b.tensor("fc1_out", f, a, TP);
-            b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * a, {fc1});
-            const int act = b.tensor("act_out", f, a, TP);
+            const int fc1 = b.tensor("fc1_out", f, sa, TP);
+            b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * sa, {fc1});
+            const int act = b.tensor("act_out", f, sa, TP);
             OpDef& down = b.gemm("fc2", OpRole::DownProj, width, h, TP, act);
             expertise(down);
             Builder::owns(down, copies * (ffn * h + bias(m.mlp_bias, h)), base_trained, cls, true);
@@ -730,7 +750,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         topk.saves.push_back(logits);
         // Each token is copied to its top-k experts (the dispatched copy is kept
         // for the experts' weight gradients, the expert outputs for the combine).
-        const int dispatched = b.tensor("moe_dispatched", h * k_top, a, R);
+        const int dispatched = b.tensor("moe_dispatched", h * k_top, sa, R);
         const int saved_in = mlp_in;
         mlp_in = dispatched;
         // E experts, each token through top_k of them (balanced routing: each
@@ -740,7 +760,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             mlp_in = saved_in;
             mlp("shared_experts.", static_cast<double>(m.moe.shared_expert_ffn), m.moe.shared_experts, 1.0, 1, ShardClass::Dense);
         }
-        const int combined = b.tensor("moe_expert_out", h * k_top, a, R);
+        const int combined = b.tensor("moe_expert_out", h * k_top, sa, R);
         OpDef& comb = b.elementwise("moe_combine", OpRole::MoeCombine, OpKind::Elementwise, R, 2 * h * k_top * a, {combined});
         comb.collectives.push_back({CollectiveKind::ExpertAllToAll, h * a * k_top});
         comb.collectives.push_back({CollectiveKind::TensorParallel, h * a});  // the MLP block's TP all-reduce
@@ -763,13 +783,36 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     }
     b.elementwise("mlp_residual_add", OpRole::MlpResidualAdd, OpKind::Elementwise, R, residual_bytes, {});
 
+    if (stream32) {
+        // A 4-bit linear given an fp32 input casts it to the compute dtype before
+        // its matmul, x.to(compute_dtype) (bitsandbytes nn.Linear4bit.forward): one
+        // kernel per module -- a separate gate and up projection two, an eager MoE
+        // one per expert on its rows -- reading 4 and writing 2 B per input element;
+        // backward casts the input's gradient back (2 + 4). Nothing is saved.
+        // (A 16-bit input, attention's output, is not cast.)
+        const size_t n = b.g.ops.size();
+        for (size_t i = 0; i < n; ++i) {
+            const OpDef o = b.g.ops[i];
+            if (o.site != Site::Layer || o.kind != OpKind::Gemm || o.saves.empty()) continue;
+            const TensorDef& in = b.g.tensors[static_cast<size_t>(o.saves[0])];
+            if (in.bytes_per_elem <= a) continue;
+            const double modules = o.role == OpRole::GateUpProj && !fused ? 2 : 1;
+            OpDef& cast = b.elementwise("linear_input_cast", OpRole::LinearInputCast, OpKind::Elementwise, in.split,
+                                        modules * in.elems_per_token * (in.bytes_per_elem + a), {});
+            cast.scope = o.scope;
+            cast.adapted = o.name;
+            cast.bwd_hbm_factor = 1;
+            cast.casts = modules * (fused ? 1 : o.gemm_groups);
+        }
+    }
+
     // ===== last stage: final norm, LM head, loss
     b.site = Site::Last;
-    int head_in = b.tensor("final_norm_in", h, m.final_norm ? norm_in_bytes : a, R);
+    int head_in = b.tensor("final_norm_in", h, m.final_norm ? norm_in_bytes : sa, R);
     if (m.final_norm) {
         Builder::owns(b.elementwise("final_norm", OpRole::FinalNorm, OpKind::Norm, R, norm_bytes, {head_in}), norm_params, base_trained,
                       ShardClass::Norm, false);
-        head_in = b.tensor("lm_head_in", h, a, R);
+        head_in = b.tensor("lm_head_in", h, sa, R);
     }
     {
         // A matmul of h x V/t (vocabulary-parallel), also when tied to the
@@ -829,8 +872,8 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         g.logits_tp.tensor_parallel += V * ((tp.activation_dtype - plain.activation_dtype) * a + (tp.fp32 - plain.fp32) * 4.0);
     }
     // Full recompute keeps only each layer's input (2sbh; Korthikanti Sec. 4.2).
-    g.stored_full.replicated = h * a;
-    per_op_policy(g, h * a, a);
+    g.stored_full.replicated = h * sa;
+    per_op_policy(g, h * sa, a);
     for (const OpDef& o : g.ops)
         if (o.site == Site::Layer && o.selective_recompute) g.selective_flops_per_token_sq += o.flops_per_token_sq;
     for (const OpDef& o : g.ops) {

@@ -48,6 +48,7 @@ constexpr RuleInfo kInfo[] = {
     {"lora-targets-non-empty", "lora_targets", S::Base, "LoRA without target modules"},
     {"fp8-needs-hardware", "precision", S::Base, "fp8-mixed on a GPU without FP8 tensor cores"},
     {"fp8-params-need-fp8", "fp8_params", S::Base, "FP8 parameters without fp8-mixed precision"},
+    {"kbit-upcast-needs-bnb", "kbit_upcast", S::Base, "fp32 upcast of the non-quantized weights without a bitsandbytes QLoRA base"},
     {"bf16-needs-hardware", "precision", S::Base, "bf16 on a GPU whose tensor cores have no BF16 (Volta, Turing)"},
     {"seq-within-learned-positions", "seq_len", S::Base, "seq_len beyond learned position embeddings"},
     {"gpu-has-memory", "gpu", S::Base, "GPU without memory capacity"},
@@ -269,6 +270,15 @@ const Check kStructural[] = {
      [](T(s)) {
          return std::string("fp8_params = true keeps the weights in FP8 and needs precision = \"fp8-mixed\", got precision = \"") +
                 std::string(to_string(s.setup.precision)) + "\"";
+     }},
+    // peft's prepare_model_for_kbit_training upcasts only a bitsandbytes model's
+    // float weights: it skips GPTQ models (is_gptq_quantized), and without a 4-bit
+    // base there is nothing it prepares.
+    {Rule::KbitUpcastNeedsBnb, "kbit_upcast",
+     [](T(s)) { return s.setup.qlora.kbit_upcast && (s.setup.method != Method::QLoRA || s.setup.qlora.quant == QuantType::GPTQ); },
+     [](T(s)) {
+         return std::string("kbit_upcast = true (PEFT's prepare_model_for_kbit_training) needs method = \"qlora\" with a bitsandbytes base (quant nf4 or fp4), got method = \"") +
+                std::string(to_string(s.setup.method)) + "\", quant = \"" + std::string(to_string(s.setup.qlora.quant)) + "\"";
      }},
     // Volta/Turing tensor cores take fp16 only: bf16 matmuls run on CUDA cores, slower
     // than fp32 (torch.matmul on a V100S: bf16 9.85 vs fp16 88.92 TFLOP/s,

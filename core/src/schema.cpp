@@ -381,6 +381,10 @@ std::vector<Field> make_fields() {
                                            TP_AT(setup.lora.train_embeddings)));
     f.push_back(row<&In::double_quant>("training", "double_quant", "--double-quant", "Double quantization", boolean(),
                                        "QLoRA double quantization: on | off (default on)", TP_AT(setup.qlora.double_quant)));
+    f.push_back(row<&In::kbit_upcast>(
+        "training", "kbit_upcast", "--kbit-upcast", "fp32 non-quantized weights", boolean(),
+        "QLoRA (bitsandbytes): PEFT's prepare_model_for_kbit_training casts embeddings, norms and LM head to fp32, so the residual stream and norm outputs are fp32 (trl SFTTrainer, the QLoRA notebooks): on | off (default off)",
+        TP_AT(setup.qlora.kbit_upcast)));
     f.push_back(row<&In::paged_optimizer>(
         "training", "paged_optimizer", "--paged-optimizer", "Paged optimizer", boolean(),
         "bitsandbytes paged optimizer (PagedAdamW): its states in CUDA unified memory, outside torch's allocated / reserved counts, paged to the host when the GPU runs out: on | off (default on for QLoRA outside a DeepSpeed ZeRO engine, off otherwise)",

@@ -45,6 +45,7 @@ enum class OpRole {
     Router, RouterTopK, MoeCombine,
     PostMlpNorm, MlpOutDropout, MlpResidualAdd,
     LoraInputCast, LoraDropout, LoraA, LoraB, LoraScaleAdd,
+    LinearInputCast,  // a 4-bit linear's x.to(compute dtype) on an fp32 input (fp32_stream)
     FinalNorm, LmHead, LogitSoftcap, Loss,
 };
 
@@ -159,6 +160,7 @@ struct OpDef {
     double gemm_n = 0, gemm_k = 0;
     double gemm_rows_per_token = 1;  // MoE experts: top_k rows per token ...
     int gemm_groups = 1;             // ... spread over E separate expert GEMMs
+    double casts = 1;                // LinearInputCast: kernels per forward (one per module it feeds)
     bool row_parallel = false;       // TP splits k (input is TP-split), else n
     bool fp8_gemm = true;            // runs in fp8 under fp8-mixed (Transformer Engine keeps the LM head in 16-bit)
     bool trainable_weight = true;    // has a weight gradient in backward
@@ -271,6 +273,10 @@ using LayerGraph = StepGraph;  // the former name (one layer plus the ends)
 // for every matmul region (opgraph.cpp; PEFT also casts the input: [stack.*]
 // lora_input_cast).
 [[nodiscard]] bool autocast_fp32_adapters(const TrainingSetup& t);
+
+// PEFT's kbit preparation ran on a bitsandbytes base (QLoraConfig::kbit_upcast):
+// the tensors between the matmuls are fp32 (opgraph.cpp build_step_graph).
+[[nodiscard]] bool fp32_stream(const TrainingSetup& t);
 
 // The logits-sized tensors live at the loss (per logit: copies in the activation
 // dtype and in fp32), as the stack and, where the stack runs the model's own loss,

@@ -33,7 +33,7 @@ enum class Rule : int {
     InterleaveNeedsMicrobatches,
     // setup
     ZeroWithPipeline, ParamOffloadNeedsZero3, OptimizerOffloadNeedsZero, OptimizerInBackwardNoAccumulation,
-    LoraRankPositive, LoraTargetsNonEmpty, Fp8NeedsHardware, Fp8ParamsNeedFp8, Bf16NeedsHardware, SeqWithinLearnedPositions, GpuHasMemory,
+    LoraRankPositive, LoraTargetsNonEmpty, Fp8NeedsHardware, Fp8ParamsNeedFp8, KbitUpcastNeedsBnb, Bf16NeedsHardware, SeqWithinLearnedPositions, GpuHasMemory,
     // what the training stack can run (data/defaults.toml [stack.*] tensor_parallel, ...)
     StackTensorParallel, StackContextParallel, StackPipelineParallel, StackExpertParallel, StackTpCommOverlap, StackActivationOffload, StackFusedLinearCe,
     Count

@@ -125,6 +125,17 @@ struct QLoraConfig {
     QuantType quant = QuantType::NF4;
     bool double_quant = true;
     int block_size = 64;
+    // PEFT's prepare_model_for_kbit_training (peft utils/other.py; run by trl's
+    // SFTTrainer on a 4-bit model, the QLoRA notebooks, Qwen's and many other
+    // fine-tuning scripts): every parameter that is not quantized -- embeddings,
+    // norm weights, the LM head -- is cast to fp32 (bitsandbytes only: it leaves
+    // GPTQ models as they are). The embedding then emits fp32, the norms return
+    // fp32 (weight * x.to(input_dtype)), each 4-bit linear casts its input to the
+    // compute dtype and returns its output .to(input dtype): the residual stream,
+    // each layer's checkpointed input, the norm outputs and the MLP's element-wise
+    // tensors are fp32 while the matmuls still run in 16 bits. The LoRA adapters
+    // made after it stay fp32 (their base weight is not a float).
+    bool kbit_upcast = false;
 };
 
 struct ParallelLayout {
