@@ -1644,3 +1644,18 @@ TEST_CASE("PEFT's kbit preparation: fp32 embeddings, norms and head make the str
     CHECK(r.code == 2);
     CHECK_THAT(r.err, Catch::Contains("kbit_upcast") && Catch::Contains("gptq"));
 }
+
+TEST_CASE("FSDP-QLoRA gathers the packed 4-bit base, not 16-bit weights", "[stacks][time][fsdp][qlora]") {
+    // With bnb_4bit_quant_storage set, FSDP shards and all-gathers the 4-bit
+    // storage as it is: NF4 with double quantization is 4 + 8/64 + 32/(64 x 256)
+    // = 4.12695 bits per parameter (Dettmers et al. 2023, Sec. 3). Llama-2-7B's
+    // 6,476,005,376 linear weights at 0.515869 B, the embedding, head and norms
+    // (262,410,240) and the r-8 q / v adapters (4,194,304) at 2 B: 3,873,980,416 B
+    // per pass. On 2 ranks each gathers half of it, for forward and for backward,
+    // and reduce-scatters half of the adapters' 16-bit gradients: 3,878,174,720 B
+    // per step. (At 2 B per weight it would be 13.5e9.)
+    const nlohmann::json j = tp_test::cli_json("simulate", {"llama-2-7b", "--gpu", "rtx-3090", "--gpus", "2", "--method", "qlora",
+                                                            "--fsdp", "full-shard", "--precision", "bf16-mixed", "--framework", "pytorch-amp",
+                                                            "--lora-rank", "8", "--lora-targets", "q,v"});
+    CHECK(j["time"]["dp_intra_node_bytes"].get<double>() == Approx(3878174720.0).epsilon(1e-9));
+}

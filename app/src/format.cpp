@@ -119,7 +119,9 @@ std::string describe_setup(const Scenario& s) {
     if (fp32_stream(t))
         line += "; PEFT's prepare_model_for_kbit_training: embeddings, norms and LM head fp32, so the residual stream, checkpoints and "
                 "norm outputs are fp32 (the 4-bit matmuls cast their input to 16 bits)";
-    if (autocast_fp32_adapters(t))
+    if (autocast_fp32_adapters(t) && fp32_stream(t))
+        line += "; fp32 LoRA adapters under autocast (weights cast per step, their fp32 input cast to 16 bits per adapter)";
+    else if (autocast_fp32_adapters(t))
         line += sc.lora_input_cast ? "; fp32 LoRA adapters under autocast (weights cast per step, PEFT's input cast to fp32 and back)"
                                    : "; fp32 LoRA adapters under autocast (weights cast per step)";
     // DeepSpeed ZeRO-1/2 reduce their gradient buckets with all-reduces, overlapped

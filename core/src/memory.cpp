@@ -55,6 +55,16 @@ double parameter_storage_bytes(const TrainingSetup& t) {
 
 double parameter_gather_bytes(const TrainingSetup& t) { return t.fp8_params ? 1.0 : activation_bytes_per_elem(t.precision); }
 
+double frozen_linear_bytes(const TrainingSetup& t) {
+    if (t.method == Method::QLoRA) return qlora_bits_per_param(t.qlora) / 8.0;
+    return t.fp8_params ? 1.0 : activation_bytes_per_elem(t.precision);
+}
+
+double gathered_bytes(const TrainingSetup& t, const StageParams& p) {
+    const double frozen = t.method == Method::Full ? 0.0 : p.frozen_linear_dense + p.frozen_linear_expert;
+    return frozen * frozen_linear_bytes(t) + (p.total() - p.idle - frozen) * parameter_gather_bytes(t);
+}
+
 const char* step_copies_name(const TrainingSetup& t) {
     return runs_deepspeed_zero(t) ? "gradient copies" : "AdamW foreach temporaries";
 }
@@ -214,11 +224,10 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     const bool qlora = t.method == Method::QLoRA;
     // Frozen base weight bytes per parameter (QLoRA: NF4 linear layers).
     c.weight_compute_bpp = activation_bytes_per_elem(t.precision);
-    c.frozen_linear_bpp = qlora ? qlora_bits_per_param(t.qlora) / 8.0 : c.weight_compute_bpp;
+    c.frozen_linear_bpp = frozen_linear_bytes(t);
     // FP8 parameters (training.hpp fp8_params): frozen linear weights in FP8 alone,
     // and a gathered unit 1 B per element.
     c.gather_bpp = parameter_gather_bytes(t);
-    if (t.fp8_params && !qlora) c.frozen_linear_bpp = 1.0;
     // FSDP units holding frozen base weights beside the adapters (use_orig_params,
     // data/defaults.toml fsdp_units_mix_frozen).
     c.units_mix_frozen = t.method == Method::LoRA && policy().stack(t.stack).fsdp_units_mix_frozen;
@@ -248,7 +257,13 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     // Calibration hook (calibrate.hpp): fitted additions to the overheads.
     c.framework_bytes += s.calibration.framework_bytes;
     c.frag_frac += s.calibration.reserve_fraction;
-    if (c.plan.gathers_weights) c.gathered_layer_params = stage_params(g, c.plan, 1, false, false).total();  // the same on every stage
+    if (c.plan.gathers_weights) {
+        // One layer's parameters (the same on every stage) and the bytes per
+        // parameter its gathered unit holds.
+        const StageParams layer = stage_params(g, c.plan, 1, false, false);
+        c.gathered_layer_params = layer.total();
+        if (layer.total() > 0) c.gather_bpp = gathered_bytes(t, layer) / layer.total();
+    }
     return c;
 }
 
@@ -459,7 +474,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // for fp32, the 4-bit base under QLoRA); the gradient of one layer
         // waits for its reduce-scatter. One rank shards nothing: no gather.
         const double layer = c.gathered_layer_params;
-        const double w_gather = full ? c.gather_bpp : c.frozen_linear_bpp;
+        const double w_gather = c.gather_bpp;
         if (gathers_ahead_of_compute(t) && st.layers > 2) {
             // Nothing waits for the GPU's compute but the stream's launch
             // queue: the host issues layer after layer's all-gather and

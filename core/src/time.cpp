@@ -577,7 +577,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     const double grad_bytes = reduced * (t.grad_reduce_bf16 ? std::min(grad_elem, 2.0) : grad_elem);
     // Parameters gather in the compute dtype, FP8 with fp8_params (memory.hpp).
     const double gather_elem = parameter_gather_bytes(t);
-    const double w16 = (c.crit.total() - c.crit.idle) * gather_elem;
+    const double w16 = gathered_bytes(t, c.crit);
     const int per_node = plan.dp_group.per_node;
     const int nodes = cl.inter_node.bandwidth_Bps > 0 ? plan.dp_group.nodes : 1;
     double intra_bytes = 0, inter_bytes = 0;  // per rank, one pass

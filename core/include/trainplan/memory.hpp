@@ -57,6 +57,15 @@ struct BytesPerParam {
 // fp8_params (training.hpp). Memory (the gathered units) and time (the all-gathers)
 // both read it.
 [[nodiscard]] double parameter_gather_bytes(const TrainingSetup& t);
+// Bytes per parameter of a frozen base linear weight as stored: 4-bit under QLoRA
+// (qlora_bits_per_param), FP8 with fp8_params, else the compute dtype.
+[[nodiscard]] double frozen_linear_bytes(const TrainingSetup& t);
+// Bytes data parallelism's all-gather of the parameters `p` moves (ZeRO-3 / FSDP
+// units): a frozen base in its stored form -- FSDP-QLoRA gathers the packed 4-bit
+// storage (bnb_4bit_quant_storage) -- and the rest at parameter_gather_bytes.
+// Weights no pass uses (p.idle) are never gathered. Memory (the gathered units)
+// and time (the all-gathers) both read it.
+[[nodiscard]] double gathered_bytes(const TrainingSetup& t, const StageParams& p);
 // What a step's own temporaries are (MemoryBreakdown::step_copies): DeepSpeed's fp32
 // gradient copies, else torch AdamW's foreach list.
 [[nodiscard]] const char* step_copies_name(const TrainingSetup& t);
