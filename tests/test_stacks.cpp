@@ -1638,6 +1638,13 @@ TEST_CASE("PEFT's kbit preparation: fp32 embeddings, norms and head make the str
     CHECK(build_step_graph(s.model, s.setup).launches[static_cast<int>(Site::Layer)] - launches16 == Approx(6 + 4 + 2));
     // And it names itself in the assumes line.
     CHECK_THAT(app::describe_setup(s), Catch::Contains("prepare_model_for_kbit_training"));
+    // DeepSpeed's engine casts the whole model back to 16 bits (module.half()):
+    // the preparation leaves no trace.
+    s.setup.framework = Framework::DeepSpeed;
+    s.setup.zero_stage = 2;
+    const double engine_prepared = estimate_memory(s).peak().total;
+    s.setup.qlora.kbit_upcast = false;
+    CHECK(estimate_memory(s).peak().total == Approx(engine_prepared).epsilon(1e-12));
     // GPTQ models are left as they are (peft skips them): refused with exit 2.
     const tp_test::CliResult r = tp_test::cli({"fit", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--method", "qlora", "--quant", "gptq",
                                                "--kbit-upcast", "on"});

@@ -60,6 +60,8 @@ double frozen_linear_bytes(const TrainingSetup& t) {
     return t.fp8_params ? 1.0 : activation_bytes_per_elem(t.precision);
 }
 
+double qlora_adapter_bytes(const TrainingSetup& t) { return fp32_stream(t) ? 4.0 : 2.0; }
+
 double gathered_bytes(const TrainingSetup& t, const StageParams& p) {
     const double frozen = t.method == Method::Full ? 0.0 : p.frozen_linear_dense + p.frozen_linear_expert;
     return frozen * frozen_linear_bytes(t) + (p.total() - p.idle - frozen) * parameter_gather_bytes(t);
@@ -245,9 +247,7 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
         plain.fp8_params = false;
         adapter_engine_bpp = bytes_per_trainable_param(plain);
     }
-    // After PEFT's kbit preparation (kbit_upcast) the adapters are made fp32: fp32
-    // weights and gradients.
-    const double adapter_w = qlora && t.qlora.kbit_upcast ? 4.0 : 2.0;
+    const double adapter_w = qlora_adapter_bytes(t);
     c.adapter_bpp = qlora && !engine_casts_model(t) ? BytesPerParam{adapter_w, adapter_w, 0, t.optimizer == OptimizerKind::AdamW ? 8.0 : c.bpp.optimizer_states}
                                                     : t.method == Method::Full ? c.bpp : adapter_engine_bpp;
     // (The NCCL communicators are added per stage: stage_memory.)

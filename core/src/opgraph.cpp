@@ -34,7 +34,10 @@ bool autocast_fp32_adapters(const TrainingSetup& t) {
     return fp32_adapters && t.fsdp == FsdpStrategy::None && parameter_storage_bytes(t) > activation_bytes_per_elem(t.precision);
 }
 
-bool fp32_stream(const TrainingSetup& t) { return t.method == Method::QLoRA && t.qlora.kbit_upcast; }
+// An engine that casts the model itself undoes the preparation: DeepSpeed's fp16 /
+// bf16 engine calls module.half() / .bfloat16() on the whole model (engine.py
+// _configure_distributed_model), the norms, embeddings and adapters included.
+bool fp32_stream(const TrainingSetup& t) { return t.method == Method::QLoRA && t.qlora.kbit_upcast && !engine_casts_model(t); }
 
 namespace {
 

@@ -569,7 +569,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     const double trainable = c.crit.trainable();
     // Gradients travel in the dtype they are kept in, or in 16 bits when the
     // run reduces them in bf16 (Megatron --grad-reduce-in-bf16).
-    const double grad_elem = t.method == Method::QLoRA ? 2.0 : c.bpp.gradients;
+    const double grad_elem = t.method == Method::QLoRA ? qlora_adapter_bytes(t) : c.bpp.gradients;
     // Weights no pass runs on text batches (an image encoder) are never gathered,
     // and DeepSpeed reduces only what its gradient hooks see: none of theirs.
     // (A flat gradient buffer, Megatron's or torch DDP's, reduces them as zeros.)

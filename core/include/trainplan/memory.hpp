@@ -60,6 +60,10 @@ struct BytesPerParam {
 // Bytes per parameter of a frozen base linear weight as stored: 4-bit under QLoRA
 // (qlora_bits_per_param), FP8 with fp8_params, else the compute dtype.
 [[nodiscard]] double frozen_linear_bytes(const TrainingSetup& t);
+// Bytes of a QLoRA adapter weight and of its gradient outside an engine that casts
+// the model: 16-bit as QLoRA's recipe casts them, fp32 after PEFT's kbit
+// preparation (fp32_stream), which makes them beside a 4-bit base.
+[[nodiscard]] double qlora_adapter_bytes(const TrainingSetup& t);
 // Bytes data parallelism's all-gather of the parameters `p` moves (ZeRO-3 / FSDP
 // units): a frozen base in its stored form -- FSDP-QLoRA gathers the packed 4-bit
 // storage (bnb_4bit_quant_storage) -- and the rest at parameter_gather_bytes.
