@@ -1666,3 +1666,35 @@ TEST_CASE("FSDP-QLoRA gathers the packed 4-bit base, not 16-bit weights", "[stac
                                                             "--lora-rank", "8", "--lora-targets", "q,v"});
     CHECK(j["time"]["dp_intra_node_bytes"].get<double>() == Approx(3878174720.0).epsilon(1e-9));
 }
+
+TEST_CASE("fit offers preparing the 4-bit model without PEFT's fp32 upcast, with the total of the run without it", "[stacks][fit][qlora]") {
+    // Mistral-7B QLoRA on a 24 GB card at 6 x 4096 tokens: with the upcast the fp32
+    // checkpoints alone are 32 x 24576 x 4096 x 4 B = 12.9 GB, which does not fit; the
+    // same run prepared without it is the remedy, and its total is what a direct
+    // estimate of that run gives.
+    Scenario s = hf_llama7b("rtx-4090", Method::QLoRA, Precision::FP16Mixed, 4096);
+    s.model = tp_test::model("mistral-7b");
+    s.setup.framework = Framework::PyTorchAMP;
+    s.setup.recompute = Recompute::Full;
+    s.setup.micro_batch = 6;
+    s.setup.qlora.kbit_upcast = true;
+    const FitReport rep = check_fit(s, 8);
+    REQUIRE_FALSE(rep.fits);
+    Scenario plain = s;
+    plain.setup.qlora.kbit_upcast = false;
+    const MemoryBreakdown direct = estimate_memory(plain).peak();
+    REQUIRE(direct.fits());
+    bool found = false;
+    for (const Remedy& r : rep.remedies)
+        if (r.title == "4-bit model prepared without the fp32 upcast") {
+            found = true;
+            CHECK(r.memory.total == Approx(direct.total).epsilon(1e-12));
+            CHECK(r.changes == std::vector<std::string>{"kbit_upcast: on -> off"});
+        }
+    CHECK(found);
+    // Where the upcast does not run (DeepSpeed casts the model back) it is not offered.
+    s.setup.framework = Framework::DeepSpeed;
+    s.setup.zero_stage = 2;
+    Changes ch;
+    CHECK_FALSE(unset_kbit_upcast(s, ch));
+}

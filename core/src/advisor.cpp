@@ -118,6 +118,10 @@ void same_hardware_remedies(Catalogue& c) {
     if (!t.fused_linear_ce && fused_linear_ce_runs(t))
         c.add("Liger fused linear cross-entropy", "the head and loss in token chunks: the logits are never whole", false,
               [](Scenario& x, Changes& ch, Advice&) { return set_fused_linear_ce(x, ch); });
+    if (fp32_stream(t))
+        c.add("4-bit model prepared without the fp32 upcast",
+              "norms, embeddings, head and adapters stay 16-bit: no fp32 stream between the matmuls, no input casts before them", false,
+              [](Scenario& x, Changes& ch, Advice&) { return unset_kbit_upcast(x, ch); });
     c.addresses({B::Memory, B::Communication});
     if (runs_torch_ddp(t) && !t.ddp_bucket_view)
         c.add("DDP gradient_as_bucket_view=True", "gradients become views into the all-reduce buckets: no bucket copy", false,

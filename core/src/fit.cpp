@@ -73,6 +73,10 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
          "none: the head and loss run in token chunks, same loss; the logits are never whole (liger-kernel)", set_fused_linear_ce},
         {"DDP gradient_as_bucket_view=True", 0, false, "none: the gradients become views into DDP's all-reduce buckets",
          set_ddp_bucket_view},
+        {"4-bit model prepared without the fp32 upcast", 0, false,
+         "none: norms, embeddings, head and adapters stay 16-bit, the stream between the matmuls too (fms-acceleration's and "
+         "Unsloth's prepare; or cast the norms and embeddings back after prepare_model_for_kbit_training)",
+         unset_kbit_upcast},
         {"DeepSpeed sub_group_size=1e8", 0, false, "none: the ZeRO-3 step copies its gradients to fp32 1e8 elements at a time",
          shrink_ds_sub_group},
         {"optimizer step in backward", 1, false,
@@ -111,6 +115,7 @@ FitReport check_fit(const Scenario& s, int max_remedies) {
         {"FlashAttention", set_flash_attention},
         {"fused linear cross-entropy", set_fused_linear_ce},
         {"DDP bucket view", set_ddp_bucket_view},
+        {"no fp32 upcast", unset_kbit_upcast},
         {"DeepSpeed sub_group_size", shrink_ds_sub_group},
         {"NVLS off", disable_nvls},
         {"selective recompute", [](Scenario& x, Changes& c) { return more_recompute(x, c, Recompute::Selective); }},

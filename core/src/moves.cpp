@@ -54,6 +54,8 @@ void apply_method_recipe(TrainingSetup& t, Method m) {
     } else if (t.method == Method::QLoRA && t.precision == Precision::BF16) {
         t.precision = Precision::BF16Mixed;
     }
+    // PEFT's kbit preparation exists only for a 4-bit base.
+    if (m != Method::QLoRA) t.qlora.kbit_upcast = false;
     t.method = m;
 }
 
@@ -100,6 +102,13 @@ bool set_ddp_bucket_view(Scenario& s, Changes& ch) {
     if (!runs_torch_ddp(s.setup) || s.setup.ddp_bucket_view) return false;
     ch.note("ddp_bucket_view", "off", "on");
     s.setup.ddp_bucket_view = true;
+    return true;
+}
+
+bool unset_kbit_upcast(Scenario& s, Changes& ch) {
+    if (!fp32_stream(s.setup)) return false;
+    ch.note("kbit_upcast", "on", "off");
+    s.setup.qlora.kbit_upcast = false;
     return true;
 }
 

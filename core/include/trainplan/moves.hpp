@@ -43,6 +43,9 @@ bool set_fused_linear_ce(Scenario& s, Changes& ch);
 // torch DDP's gradient_as_bucket_view=True: drops the bucket copy of the gradients
 // (false where the run is not plain torch DDP or the view is already on).
 bool set_ddp_bucket_view(Scenario& s, Changes& ch);
+// Prepare the 4-bit model without PEFT's fp32 upcast (kbit_upcast off): false where
+// the upcast does not run (fp32_stream).
+bool unset_kbit_upcast(Scenario& s, Changes& ch);
 // Step and free each gradient in backward (torchtune optimizer_in_bwd): false where
 // the run accumulates gradients, offloads the optimizer, or an engine (DeepSpeed
 // ZeRO, Megatron) owns the step, and where it is already on.
