@@ -31,7 +31,7 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
         out << fmt::format("  {:<15}{:>12}   {}\n", name, gb(v), note);
     };
     const BytesPerParam bpp = bytes_per_trainable_param(t);
-    std::string wnote = t.method == Method::QLoRA ? (t.qlora.kbit_upcast ? "4-bit base + fp32 embeddings, norms, head and adapters"
+    std::string wnote = t.method == Method::QLoRA ? (fp32_stream(t) ? "4-bit base + fp32 embeddings, norms, head and adapters"
                                                                          : "4-bit base + 16-bit adapters")
                         : t.method == Method::LoRA ? fmt::format("frozen {:g}-bit base + adapters", 8 * frozen_linear_bytes(t))
                                                    : fmt::format("{:g} B/param", bpp.weights);

@@ -119,6 +119,8 @@ std::string describe_setup(const Scenario& s) {
     if (fp32_stream(t))
         line += "; PEFT's prepare_model_for_kbit_training: embeddings, norms and LM head fp32, so the residual stream, checkpoints and "
                 "norm outputs are fp32 (the 4-bit matmuls cast their input to 16 bits)";
+    else if (t.qlora.kbit_upcast && t.method == Method::QLoRA)
+        line += "; PEFT's fp32 upcast undone: the engine casts the whole model back to 16 bits (DeepSpeed module.half() / .bfloat16())";
     if (autocast_fp32_adapters(t) && fp32_stream(t))
         line += "; fp32 LoRA adapters under autocast (weights cast per step, their fp32 input cast to 16 bits per adapter)";
     else if (autocast_fp32_adapters(t))

@@ -30,7 +30,7 @@ double StepGraph::model_params(std::int64_t layers, bool trainable_only) const {
 // Under QLoRA the recipe casts them, except where PEFT's kbit preparation ran
 // first (kbit_upcast: the adapters are made fp32 beside a 4-bit base).
 bool autocast_fp32_adapters(const TrainingSetup& t) {
-    const bool fp32_adapters = t.method == Method::LoRA || (t.method == Method::QLoRA && t.qlora.kbit_upcast);
+    const bool fp32_adapters = t.method == Method::LoRA || fp32_stream(t);
     return fp32_adapters && t.fsdp == FsdpStrategy::None && parameter_storage_bytes(t) > activation_bytes_per_elem(t.precision);
 }
 
