@@ -209,7 +209,7 @@ struct MemoryContext {
     // training, 16-bit otherwise): what a gathered, frozen or copied weight takes.
     double weight_compute_bpp = 0;
     double frozen_linear_bpp = 0;
-    double gather_bpp = 0;  // bytes per element of a gathered (ZeRO-3 / FSDP) unit
+    double gather_bpp = 0;  // bytes per element of a gathered (ZeRO-3 / FSDP) layer: gathered_bytes
     bool units_mix_frozen = false;  // FSDP units hold frozen weights beside adapters
     double framework_bytes = 0;
     // The allocator's reserve: a share of the allocated peak (a scenario's
@@ -224,12 +224,10 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     const MemoryDefaults& def = memory_defaults();
     MemoryContext c{s, g, shard_plan(s), bytes_per_trainable_param(t), {}, 0, 0, 0, false, 0, 0, 0, 0};
     const bool qlora = t.method == Method::QLoRA;
-    // Frozen base weight bytes per parameter (QLoRA: NF4 linear layers).
+    // Frozen base weight bytes per parameter (QLoRA: NF4 linear layers; FP8 alone
+    // with fp8_params).
     c.weight_compute_bpp = activation_bytes_per_elem(t.precision);
     c.frozen_linear_bpp = frozen_linear_bytes(t);
-    // FP8 parameters (training.hpp fp8_params): frozen linear weights in FP8 alone,
-    // and a gathered unit 1 B per element.
-    c.gather_bpp = parameter_gather_bytes(t);
     // FSDP units holding frozen base weights beside the adapters (use_orig_params,
     // data/defaults.toml fsdp_units_mix_frozen).
     c.units_mix_frozen = t.method == Method::LoRA && policy().stack(t.stack).fsdp_units_mix_frozen;

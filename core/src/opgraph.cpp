@@ -90,6 +90,7 @@ public:
         o.gemm_k = k;
         o.gemm_n = n * weight_copies;
         o.row_parallel = g.tensors[static_cast<size_t>(input)].split == Split::TensorParallel && split == Split::TensorParallel;
+        o.input = input;
         return o;
     }
     OpDef& elementwise(std::string_view name, OpRole role, OpKind kind, Split split, double bytes_per_token, InlineList<int, 8> saves) {
@@ -796,8 +797,8 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         const size_t n = b.g.ops.size();
         for (size_t i = 0; i < n; ++i) {
             const OpDef o = b.g.ops[i];
-            if (o.site != Site::Layer || o.kind != OpKind::Gemm || o.saves.empty()) continue;
-            const TensorDef& in = b.g.tensors[static_cast<size_t>(o.saves[0])];
+            if (o.site != Site::Layer || o.kind != OpKind::Gemm) continue;
+            const TensorDef& in = b.g.tensors[static_cast<size_t>(o.input)];
             if (in.bytes_per_elem <= a) continue;
             const double modules = o.role == OpRole::GateUpProj && !fused ? 2 : 1;
             OpDef& cast = b.elementwise("linear_input_cast", OpRole::LinearInputCast, OpKind::Elementwise, in.split,

@@ -309,8 +309,8 @@ SiteTimes site_times(const TimeContext& c) {
     int n_seen = 0;
     for (const OpDef& o : c.g.ops) {
         c.fp8_first_reader = false;
-        if ((o.kind == OpKind::Gemm || o.kind == OpKind::LoraGemm || o.kind == OpKind::Router) && !o.saves.empty()) {
-            const int in = o.saves[0];
+        if ((o.kind == OpKind::Gemm || o.kind == OpKind::LoraGemm || o.kind == OpKind::Router) && o.input >= 0) {
+            const int in = o.input;
             c.fp8_first_reader = std::find(seen, seen + n_seen, in) == seen + n_seen;
             if (c.fp8_first_reader && n_seen < 16) seen[n_seen++] = in;
         }
@@ -383,7 +383,7 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
         // (auto-gptq's torch ops run off PyTorch's vectorized path: at a share of the bandwidth.)
         const Policy& qp = policy();
         const double per_param = (gptq ? qp.gptq_dequant_bytes_per_param / qp.gptq_dequant_bandwidth_share
-                                       : qlora_bits_per_param(t.qlora) / 8.0 + 2.0) + 2.0;
+                                       : frozen_linear_bytes(t) + 2.0) + 2.0;
         const double per_pass = (one.frozen_linear_dense + one.frozen_linear_expert) * per_param / c.hw.bw;
         stage_fwd += L * per_pass;
         if (!gptq) stage_bwd += L * per_pass;

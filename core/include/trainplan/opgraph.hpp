@@ -161,6 +161,7 @@ struct OpDef {
     double gemm_rows_per_token = 1;  // MoE experts: top_k rows per token ...
     int gemm_groups = 1;             // ... spread over E separate expert GEMMs
     double casts = 1;                // LinearInputCast: kernels per forward (one per module it feeds)
+    int input = -1;                  // GEMM / router: the tensor it multiplies (index into StepGraph::tensors)
     bool row_parallel = false;       // TP splits k (input is TP-split), else n
     bool fp8_gemm = true;            // runs in fp8 under fp8-mixed (Transformer Engine keeps the LM head in 16-bit)
     bool trainable_weight = true;    // has a weight gradient in backward
