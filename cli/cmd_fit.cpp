@@ -60,7 +60,7 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
     row("temporary", m.temporary,
         m.peak_at_step ? "peak at the optimizer step: " + gb(m.step_copies) +
                              " of " + step_copies_name(t) + ", partly in the freed activations' place"
-                       : "buffers, gathered layers, recompute working set");
+                       : "buffers, gathered layers, a layer's backward working set");
     row("framework", m.framework,
         m.nccl_communicators > 0 ? fmt::format("CUDA context, cuBLAS workspace, {} NCCL buffers of {} communicator{}{}", gb(m.nccl_buffers),
                                                m.nccl_communicators, m.nccl_communicators == 1 ? "" : "s",

@@ -63,7 +63,7 @@ QString memory_term_tooltip(const QString& term) {
         {"optimizer", "Optimizer states incl. the fp32 master copy: 12 B/param for mixed-precision Adam (K = 12, ZeRO paper); sharded from ZeRO-1."},
         {"activations", "Tensors kept for backward, from the per-op layer graph; x micro-batches in flight (1F1B: p - i on stage i). Korthikanti et al. 2022."},
         {"logits", "Logits of s x b x V / t in 16-bit plus the fp32 copy the softmax / cross-entropy works on (last stage)."},
-        {"temporary", "ZeRO-3 gathered layers, the full-recompute working set of one layer, gradient buckets, QLoRA's dequantized matrix, DeepSpeed's fp32 gradient copies or torch AdamW's foreach temporaries (one moment's size) for the optimizer step (beyond the freed activations)."},
+        {"temporary", "ZeRO-3 gathered layers, one layer's backward working set (its recomputed tensors and the MLP's gradients), gradient buckets, QLoRA's dequantized matrix, DeepSpeed's fp32 gradient copies or torch AdamW's foreach temporaries (one moment's size) for the optimizer step (beyond the freed activations)."},
         {"framework", QString("CUDA context (%1 MiB, pytorch#109888), cuBLAS workspace, NCCL buffers of each communicator this GPU opens "
                               "(%2 MiB for a 2-rank group, %3 MiB for a larger one, NVIDIA/nccl#964), and on NVSwitch nodes "
                               "that multicast NCCL's NVLink SHARP buffers (%4 MiB per GPU of the node in a communicator "

@@ -890,6 +890,45 @@ TEST_CASE("stacks: eager attention's backward holds the s x s gradients of the p
     CHECK(g(Stack::HfPeft, true).attn_backward_working.bytes(s, 1, 1, false) == 0);
 }
 
+TEST_CASE("a layer's backward holds the MLP's gradients beside its stored tensors", "[stacks][memory][activations]") {
+    // Backward of down(act(gate) x up) in order: the down projection's backward
+    // writes d(product) from the layer output's gradient dY and releases the stored
+    // product; the product's backward writes d(act) and d(up) from it. At that
+    // moment dY (kept for the residual), d(product), d(act) and d(up) are live:
+    // h + 3f elements, less the product's f released -- h in the residual's dtype,
+    // 2f in the MLP's. Llama-2-7B: h = 4,096, f = 11,008, bf16 (2 B).
+    auto g = [](const char* model, Stack st) { return graph(model, st, Precision::BF16Mixed, true); };
+    // Megatron-Core: 16-bit residual (fused kernels): 4,096 x 2 + 2 x 11,008 x 2 = 52,224 B per token.
+    CHECK(g("llama-2-7b", Stack::MegatronCore).backward_working.bytes(1, 1, 1, false) == Approx(52224.0));
+    // Eager PyTorch under torch.autocast keeps an fp32 residual (fp32 embedding,
+    // promoting adds): 4,096 x 4 + 44,032 = 60,416 B per token.
+    TrainingSetup amp;
+    amp.stack = Stack::HfPeft;
+    amp.framework = Framework::PyTorchAMP;
+    amp.precision = Precision::BF16Mixed;
+    const StepGraph eager = build_step_graph(tp_test::model("llama-2-7b"), amp);
+    CHECK(eager.backward_working.bytes(1, 1, 1, false) == Approx(60416.0));
+    // Tensor parallelism splits the MLP's columns, not the residual: t = 2, 4,096 tokens:
+    // 4,096 x (16,384 + 44,032 / 2) = 157,286,400 B.
+    CHECK(eager.backward_working.bytes(4096, 1, 2, false) == Approx(157286400.0));
+    // DeepSpeed ZeRO-2's flat buffer lets flash-attn's packed SwiGLU run the down
+    // projection inside its own function, which stores no product (it regenerates
+    // it): nothing is released, d(product), d(act), d(up) all count:
+    // 4,096 x 2 + 3 x 11,008 x 2 = 74,240 B per token.
+    TrainingSetup packed;
+    packed.stack = Stack::HfFused;
+    packed.framework = Framework::DeepSpeed;
+    packed.zero_stage = 2;
+    packed.precision = Precision::BF16Mixed;
+    REQUIRE(swiglu_kernel(packed) == SwigluKernel::PackedFused);
+    CHECK(build_step_graph(tp_test::model("llama-2-7b"), packed).backward_working.bytes(1, 1, 1, false) == Approx(74240.0));
+    // Mixtral-8x7B: each expert's backward runs on its own rows, 2 of 8 experts per
+    // token: 2 x (14,336 x 2 / 8) x 2 B + 4,096 x 2 = 14,336 + 8,192 = 22,528 B per token.
+    CHECK(g("mixtral-8x7b", Stack::MegatronCore).backward_working.bytes(1, 1, 1, false) == Approx(22528.0));
+    // GPT-2 (GELU, not gated): d(act) and d(fc1 output), less act: 768 x 2 + 3,072 x 2 = 7,680 B.
+    CHECK(g("gpt2", Stack::MegatronCore).backward_working.bytes(1, 1, 1, false) == Approx(7680.0));
+}
+
 TEST_CASE("model code without .float(): the loss keeps 16-bit logits, in fp32 only under autocast", "[stacks][memory]") {
     // Qwen v1's QWenLMHeadModel.forward computes CrossEntropyLoss on the 16-bit
     // lm_logits. Llama-2-7B's shape (V = 32,000), 4,096 tokens, as such a model:

@@ -537,6 +537,8 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // and scores on top of the layer's stored (or recomputed) tensors, also after
     // the loss's backward (opgraph attn_backward_working).
     recomputed += g.attn_backward_working.bytes(sq, mb, tp, sp);
+    // The gradients the layer's backward holds beside them (opgraph backward_working).
+    recomputed += g.backward_working.bytes(sq, mb, tp, sp);
     if (t.recompute == Recompute::Full) recomputed += rl.working * gptq_saved;
     // Held logits are not freed by the loss's backward: only the rest is reused.
     temp += std::max(0.0, recomputed - (mem.logits - held_logits));

@@ -689,6 +689,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         mlp_in = b.tensor("mlp_norm_out", h, sa, R);
     }
 
+    double working_f = 0;  // the MLP's backward working set, bytes per token (TP-split)
     // One MLP of `ffn` columns per copy, `copies` of them side by side (shared
     // experts) or `copies` experts of which each token visits `rows` (routed).
     auto mlp = [&](std::string_view prefix, double ffn, double copies, double rows, int groups, ShardClass cls) {
@@ -725,6 +726,10 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             expertise(down);
             Builder::owns(down, copies * (ffn * h + bias(m.mlp_bias, h)), base_trained, cls, true);
             if (adapted(kLoraDown)) lora_adapter(b, "down_proj", t, prod, ffn, h, TP, a, lora_copies, cls);
+            // Backward working set (StepGraph::backward_working): d(product), d(act),
+            // d(up), less the stored product; each expert's rows on their own.
+            const double rows_at_once = f / groups;
+            working_f = std::max(working_f, (down.saves.empty() ? 3.0 : 2.0) * rows_at_once * sa);
         } else {
             OpDef& up = b.gemm("fc1", OpRole::UpProj, h, width, TP, mlp_in);
             expertise(up);
@@ -737,6 +742,8 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             expertise(down);
             Builder::owns(down, copies * (ffn * h + bias(m.mlp_bias, h)), base_trained, cls, true);
             if (adapted(kLoraDown)) lora_adapter(b, "fc2", t, act, ffn, h, TP, a, lora_copies, cls);
+            // Backward working set: d(act), d(fc1 output), less the stored act.
+            working_f = std::max(working_f, f / groups * sa);
         }
         b.scope = {};
     };
@@ -786,6 +793,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         b.elementwise("mlp_out_dropout", OpRole::MlpOutDropout, OpKind::Dropout, R, 3 * h * a, {mask});
     }
     b.elementwise("mlp_residual_add", OpRole::MlpResidualAdd, OpKind::Elementwise, R, residual_bytes, {});
+    // The layer output's gradient has the residual's dtype.
+    b.g.backward_working.replicated = h * r;
+    b.g.backward_working.tensor_parallel = working_f;
 
     if (stream32) {
         // A 4-bit linear given an fp32 input casts it to the compute dtype before

@@ -225,6 +225,17 @@ struct StepGraph {
     // stores: the gradient of the softmax output (in its dtype) and of the scores
     // (16-bit), s x s per head (zero under FlashAttention, which tiles them).
     ActivationCoeffs attn_backward_working;
+    // Gradients one layer's backward holds at once beyond its stored tensors, at its
+    // widest point, the MLP's element-wise backward: the gradient of the layer's
+    // output (in the residual's dtype; the residual add hands it to both branches and
+    // it waits for the MLP's input gradient to join it), the gradient of the product
+    // act(gate) x up that the down projection's backward wrote, and the two the
+    // product's backward writes from it (of act and of up) -- less the product
+    // itself, released with the down projection's backward where it was stored.
+    // A non-gated MLP: the gradients of act and of fc1's output, less act. An MoE
+    // layer runs each expert's backward on its own rows (balanced routing). Also
+    // held after the loss's backward has freed the logits (memory.cpp).
+    ActivationCoeffs backward_working;
     // Selective recompute repeats these forward FLOPs per layer (per token per key).
     double selective_flops_per_token_sq = 0;
     // Per-op recompute repeats these forward FLOPs per layer (per token).
