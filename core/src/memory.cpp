@@ -431,6 +431,15 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         const StageParams one = stage_params(g, c.plan, 1, false, false);
         gptq_saved = (one.frozen_linear_dense + one.frozen_linear_expert) * c.weight_compute_bpp;
     }
+    // The down projection's backward runs before the MLP's element-wise backward
+    // (StepGraph::backward_working) and releases its weight there: one expert's,
+    // in an MoE layer whose experts run backward one by one.
+    double gptq_down = 0;
+    if (gptq_saved > 0)
+        for (const OpDef& o : g.ops)
+            if (o.site == Site::Layer && o.role == OpRole::DownProj && o.weight.quantizable() && !o.weight.trainable)
+                gptq_down = std::max(gptq_down, o.weight.params / std::max(1, o.gemm_groups) / (o.weight.tp_split ? tp : 1.0) *
+                                                    c.weight_compute_bpp);
     const double gptq_storing = t.recompute == Recompute::Full ? st.layers - rl.checkpointed : st.layers;
     mem.activations += st.microbatches_in_flight * gptq_storing * gptq_saved;
     if (first) mem.activations += st.microbatches_in_flight * g.stored_first.bytes(sq, mb, tp, sp);
@@ -537,8 +546,12 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // and scores on top of the layer's stored (or recomputed) tensors, also after
     // the loss's backward (opgraph attn_backward_working).
     recomputed += g.attn_backward_working.bytes(sq, mb, tp, sp);
-    // The gradients the layer's backward holds beside them (opgraph backward_working).
-    recomputed += g.backward_working.bytes(sq, mb, tp, sp);
+    // The gradients the layer's backward holds beside them (opgraph backward_working):
+    // the layer output's, and the MLP's once the down projection's backward has
+    // released what it kept (a GPTQ weight).
+    const ActivationCoeffs& bw = g.backward_working;
+    recomputed += ActivationCoeffs{bw.replicated, 0, 0}.bytes(sq, mb, tp, sp) +
+                  std::max(0.0, ActivationCoeffs{0, bw.tensor_parallel, 0}.bytes(sq, mb, tp, sp) - gptq_down);
     if (t.recompute == Recompute::Full) recomputed += rl.working * gptq_saved;
     // Held logits are not freed by the loss's backward: only the rest is reused.
     temp += std::max(0.0, recomputed - (mem.logits - held_logits));
