@@ -697,11 +697,18 @@ TEST_CASE("a GPTQ base keeps each layer's dequantized weights for backward, a bi
         s.setup.qlora.quant = q;
         return estimate_memory(s).peak().temporary;
     };
-    // The MLP's backward gradients (d(product), d(act), d(up) less the product,
-    // fp16: 2 x 11,008 x 2 B x 2,048 tokens = 90,177,536 B) come once the down
-    // projection's backward has released its dequantized weight, 4,096 x 11,008 x
-    // 2 B = 90,177,536 B as well: under GPTQ they take its place, under NF4 they add.
-    // GPTQ - NF4 = 404,750,336 - 90,177,536 = 314,572,800 B.
+    // (The s x s gradients come at attention's backward, after the MLP's gradients
+    // are gone: they set the layer's peak here, beside the whole layer's weights.)
+    CHECK(temporary(QuantType::GPTQ) - temporary(QuantType::NF4) == Approx(404750336.0).epsilon(1e-9));
+    // Under FlashAttention the MLP's backward sets it. Its gradients (d(product),
+    // d(act), d(up) less the product, fp16: 2 x 11,008 x 2 B x 2,048 tokens =
+    // 90,177,536 B) come once the down projection's backward has released its
+    // dequantized weight, 4,096 x 11,008 x 2 B = 90,177,536 B as well: under GPTQ they
+    // take its place, under NF4 they add. GPTQ - NF4 = 404,750,336 - 90,177,536 =
+    // 314,572,800 B. (Liger's fused linear cross-entropy keeps no logits whose
+    // freed blocks could hide either working set.)
+    s.setup.flash_attention = true;
+    s.setup.fused_linear_ce = true;
     CHECK(temporary(QuantType::GPTQ) - temporary(QuantType::NF4) == Approx(314572800.0).epsilon(1e-9));
 }
 

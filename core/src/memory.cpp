@@ -542,16 +542,16 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     if (t.recompute == Recompute::Full) recomputed = rl.working * g.stored_none.bytes(sq, mb, tp, sp);
     if (t.recompute == Recompute::Selective || t.recompute == Recompute::PerOp)
         recomputed = g.stored_none.bytes(sq, mb, tp, sp) - g.stored(t.recompute).bytes(sq, mb, tp, sp);
-    // Eager attention's backward holds the s x s gradients of the probabilities
-    // and scores on top of the layer's stored (or recomputed) tensors, also after
-    // the loss's backward (opgraph attn_backward_working).
-    recomputed += g.attn_backward_working.bytes(sq, mb, tp, sp);
-    // The gradients the layer's backward holds beside them (opgraph backward_working):
-    // the layer output's, and the MLP's once the down projection's backward has
-    // released what it kept (a GPTQ weight).
+    // Beside the layer's stored (or recomputed) tensors its backward holds
+    // gradients, also after the loss's backward: the layer output's throughout
+    // (opgraph backward_working), and at two moments of their own, first the MLP's
+    // (backward_working; they come once the down projection's backward has released
+    // what it kept, a GPTQ weight), later eager attention's s x s gradients of the
+    // probabilities and scores (attn_backward_working), when the MLP's are gone.
     const ActivationCoeffs& bw = g.backward_working;
+    const double mlp_grads = std::max(0.0, ActivationCoeffs{0, bw.tensor_parallel, 0}.bytes(sq, mb, tp, sp) - gptq_down);
     recomputed += ActivationCoeffs{bw.replicated, 0, 0}.bytes(sq, mb, tp, sp) +
-                  std::max(0.0, ActivationCoeffs{0, bw.tensor_parallel, 0}.bytes(sq, mb, tp, sp) - gptq_down);
+                  std::max(mlp_grads, g.attn_backward_working.bytes(sq, mb, tp, sp));
     if (t.recompute == Recompute::Full) recomputed += rl.working * gptq_saved;
     // Held logits are not freed by the loss's backward: only the rest is reused.
     temp += std::max(0.0, recomputed - (mem.logits - held_logits));
