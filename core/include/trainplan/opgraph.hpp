@@ -225,16 +225,19 @@ struct StepGraph {
     // stores: the gradient of the softmax output (in its dtype) and of the scores
     // (16-bit), s x s per head (zero under FlashAttention, which tiles them).
     ActivationCoeffs attn_backward_working;
-    // Gradients one layer's backward holds at once beyond its stored tensors, at its
-    // widest point, the MLP's element-wise backward: the gradient of the layer's
-    // output (in the residual's dtype; the residual add hands it to both branches and
-    // it waits for the MLP's input gradient to join it), the gradient of the product
-    // act(gate) x up that the down projection's backward wrote, and the two the
-    // product's backward writes from it (of act and of up) -- less the product
-    // itself, released with the down projection's backward where it was stored.
-    // A non-gated MLP: the gradients of act and of fc1's output, less act. An MoE
-    // layer runs each expert's backward on its own rows (balanced routing). Also
-    // held after the loss's backward has freed the logits (memory.cpp).
+    // Gradients one layer's backward holds at once beyond its stored tensors.
+    // `replicated`: the gradient of the layer's output (in the residual's dtype; the
+    // residual add hands it to both branches and it waits for the MLP's input
+    // gradient to join it), held throughout. `tensor_parallel`: at the MLP's
+    // element-wise backward, the gradient of the product act(gate) x up that the down
+    // projection's backward wrote and the two the product's backward writes from it
+    // (of act and of up), less the product itself, released with the down
+    // projection's backward where it was stored; a non-gated MLP: the gradients of
+    // act and of fc1's output, less act. Routed experts run as separate GEMMs
+    // (gemm_groups), each expert's backward on its own rows (balanced routing); a
+    // grouped GEMM would hold all of them at once. Eager attention's s x s gradients
+    // (attn_backward_working) come at a later moment, when these are gone; memory.cpp
+    // counts the larger beside the layer's tensors, also after the loss's backward.
     ActivationCoeffs backward_working;
     // Selective recompute repeats these forward FLOPs per layer (per token per key).
     double selective_flops_per_token_sq = 0;
