@@ -460,6 +460,38 @@ static Scenario pr41_scenario() {
     return s;
 }
 
+TEST_CASE("FSDP1 holds a frozen unit's input gradient to backward's end under reentrant checkpointing", "[stacks][memory][fsdp]") {
+    // torch FSDP (>= 2.1) registers a reshard-only multi-grad hook on the inputs of a
+    // unit whose parameters are all frozen and keeps it until _finalize_params; under
+    // reentrant checkpointing each input is a leaf rerun in backward, whose
+    // AccumulateGrad node the hook keeps, and with it the .grad written into it.
+    // When layer 0 is rebuilt, layers 1..31's input gradients are all held:
+    // Llama-2-7B, bf16 (2 B), one sequence of 2,048 tokens per GPU:
+    //   31 x 4,096 x 2 B x 2,048 = 520,093,696 B.
+    // (Flash attention and Liger's loss: no freed logits hide the working set.)
+    Scenario s = pr41_scenario();
+    s.setup.flash_attention = true;
+    s.setup.fused_linear_ce = true;
+    s.setup.micro_batch = 1;
+    auto temporary = [&](bool reentrant) {
+        s.setup.checkpoint_reentrant = reentrant;
+        return estimate_memory(s).peak().temporary;
+    };
+    CHECK(temporary(true) - temporary(false) == Approx(520093696.0).epsilon(1e-9));
+    // The stack's default: transformers' gradient_checkpointing_enable is reentrant.
+    s.setup.checkpoint_reentrant.reset();
+    CHECK(reentrant_checkpointing(s.setup));
+    CHECK(estimate_memory(s).peak().temporary == Approx(temporary(true)).epsilon(1e-12));
+    // A unit that holds adapters beside its frozen weights (LitGPT's Block wrapping)
+    // gets the ordinary post-backward hooks: nothing is held.
+    s.setup.stack = Stack::LitGPT;
+    CHECK(temporary(true) == Approx(temporary(false)).epsilon(1e-12));
+    // Full fine-tuning: no unit is frozen.
+    s.setup.stack = Stack::HfPeft;
+    s.setup.method = Method::Full;
+    CHECK(temporary(true) == Approx(temporary(false)).epsilon(1e-12));
+}
+
 TEST_CASE("held outputs: logits and past_key_values kept through backward (llama-recipes PR #41)", "[stacks][memory]") {
     // Llama-2-7B LoRA (q,v), pure bf16, FSDP full shard over 4 ranks, full
     // recompute, eager attention, b = 4, s = 2048: llama-recipes PR #41's setup.
@@ -907,22 +939,25 @@ TEST_CASE("a layer's backward holds the MLP's gradients beside its stored tensor
     // writes d(product) from the layer output's gradient dY and releases the stored
     // product; the product's backward writes d(act) and d(up) from it. At that
     // moment dY (kept for the residual), d(product), d(act) and d(up) are live:
-    // h + 3f elements, less the product's f released -- h in the residual's dtype,
-    // 2f in the MLP's. Llama-2-7B: h = 4,096, f = 11,008, bf16 (2 B).
+    // h + 3f elements, less the product's f released -- h in the layer output's
+    // dtype, 2f in the MLP's. Llama-2-7B: h = 4,096, f = 11,008, bf16 (2 B).
     auto g = [](const char* model, Stack st) { return graph(model, st, Precision::BF16Mixed, true); };
-    // Megatron-Core: 16-bit residual (fused kernels): 4,096 x 2 + 2 x 11,008 x 2 = 52,224 B per token.
+    // 4,096 x 2 + 2 x 11,008 x 2 = 52,224 B per token.
     CHECK(g("llama-2-7b", Stack::MegatronCore).backward_working.bytes(1, 1, 1, false) == Approx(52224.0));
-    // Eager PyTorch under torch.autocast keeps an fp32 residual (fp32 embedding,
-    // promoting adds): 4,096 x 4 + 44,032 = 60,416 B per token.
-    TrainingSetup amp;
-    amp.stack = Stack::HfPeft;
-    amp.framework = Framework::PyTorchAMP;
-    amp.precision = Precision::BF16Mixed;
-    const StepGraph eager = build_step_graph(tp_test::model("llama-2-7b"), amp);
-    CHECK(eager.backward_working.bytes(1, 1, 1, false) == Approx(60416.0));
-    // Tensor parallelism splits the MLP's columns, not the residual: t = 2, 4,096 tokens:
-    // 4,096 x (16,384 + 44,032 / 2) = 157,286,400 B.
-    CHECK(eager.backward_working.bytes(4096, 1, 2, false) == Approx(157286400.0));
+    // Tensor parallelism splits the MLP's columns, not the layer output: t = 2, 4,096 tokens:
+    // 4,096 x (8,192 + 44,032 / 2) = 123,731,968 B.
+    CHECK(g("llama-2-7b", Stack::MegatronCore).backward_working.bytes(4096, 1, 2, false) == Approx(123731968.0));
+    // PEFT's kbit preparation makes the stream between the matmuls fp32 (kbit_upcast):
+    // the layer output and the MLP's element-wise tensors, so their gradients, are
+    // fp32: 4,096 x 4 + 2 x 11,008 x 4 = 104,448 B per token.
+    TrainingSetup up;
+    up.stack = Stack::HfPeft;
+    up.framework = Framework::PyTorchAMP;
+    up.precision = Precision::BF16Mixed;
+    up.method = Method::QLoRA;
+    up.qlora.kbit_upcast = true;
+    REQUIRE(fp32_stream(up));
+    CHECK(build_step_graph(tp_test::model("llama-2-7b"), up).backward_working.bytes(1, 1, 1, false) == Approx(104448.0));
     // DeepSpeed ZeRO-2's flat buffer lets flash-attn's packed SwiGLU run the down
     // projection inside its own function, which stores no product (it regenerates
     // it): nothing is released, d(product), d(act), d(up) all count:

@@ -115,6 +115,8 @@ std::string describe_setup(const Scenario& s) {
                             : sc.elementwise,
                         attention, sc.allocator);
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
+    if (fsdp_holds_input_grads(t))
+        line += "; reentrant checkpointing under FSDP: each frozen block's input gradient held until backward ends";
     // fp32 adapters under autocast (opgraph.cpp lora_adapter): cast per use.
     if (fp32_stream(t))
         line += "; PEFT's prepare_model_for_kbit_training: embeddings, norms and LM head fp32, so the residual stream, checkpoints and "

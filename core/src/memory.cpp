@@ -196,6 +196,13 @@ double qlora_bits_per_param(const QLoraConfig& q) {
     return 4.0 + constants;
 }
 
+bool fsdp_units_mix_frozen(const TrainingSetup& t) { return t.method == Method::LoRA && policy().stack(t.stack).fsdp_units_mix_frozen; }
+
+bool fsdp_holds_input_grads(const TrainingSetup& t) {
+    return t.fsdp != FsdpStrategy::None && t.recompute == Recompute::Full && (t.method == Method::LoRA || t.method == Method::QLoRA) &&
+           !fsdp_units_mix_frozen(t) && reentrant_checkpointing(t);
+}
+
 namespace {
 
 // What estimate_memory works with for every stage.
@@ -230,7 +237,7 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     c.frozen_linear_bpp = frozen_linear_bytes(t);
     // FSDP units holding frozen base weights beside the adapters (use_orig_params,
     // data/defaults.toml fsdp_units_mix_frozen).
-    c.units_mix_frozen = t.method == Method::LoRA && policy().stack(t.stack).fsdp_units_mix_frozen;
+    c.units_mix_frozen = fsdp_units_mix_frozen(t);
     // QLoRA adapters under autocast: bf16 weights and grads, 32-bit paged AdamW
     // states (artidoro/qlora: paged_adamw_32bit); other optimizers per the table.
     // An engine that casts the model itself keeps its own bookkeeping for the
@@ -553,6 +560,20 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     recomputed += ActivationCoeffs{bw.replicated, 0, 0}.bytes(sq, mb, tp, sp) +
                   std::max(mlp_grads, g.attn_backward_working.bytes(sq, mb, tp, sp));
     if (t.recompute == Recompute::Full) recomputed += rl.working * gptq_saved;
+    // FSDP1 (torch >= 2.1) gives a unit whose parameters are all frozen -- a block of
+    // base weights whose adapters are wrapped in their own units (peft's
+    // fsdp_auto_wrap_policy) -- a reshard-only hook on its forward inputs
+    // (_runtime_utils.py _register_post_backward_reshard_only_hook, a
+    // register_multi_grad_hook removed only in _finalize_params at backward's end).
+    // The hook keeps each input's autograd node, and under reentrant checkpointing
+    // the input is a leaf rerun in backward, whose AccumulateGrad holds it and the
+    // .grad written into it: every layer's input gradient outlives its layer's
+    // backward until the step's backward ends. When the first layer is rebuilt, the
+    // other layers' are all held (the inputs themselves are the checkpoints, already
+    // counted). Non-reentrant checkpointing reruns on saved tensors, not leaves:
+    // nothing is held beyond them.
+    if (fsdp_holds_input_grads(t) && st.layers > 1)
+        recomputed += static_cast<double>(st.layers - 1) * g.stored_full.bytes(sq, mb, tp, sp);
     // Held logits are not freed by the loss's backward: only the rest is reused.
     temp += std::max(0.0, recomputed - (mem.logits - held_logits));
     if (runs_deepspeed_zero12(t)) {

@@ -34,6 +34,10 @@ bool autocast_fp32_adapters(const TrainingSetup& t) {
     return fp32_adapters && t.fsdp == FsdpStrategy::None && parameter_storage_bytes(t) > activation_bytes_per_elem(t.precision);
 }
 
+bool reentrant_checkpointing(const TrainingSetup& t) {
+    return t.checkpoint_reentrant.value_or(policy().stack(t.stack).checkpoint_reentrant);
+}
+
 // An engine that casts the model itself undoes the preparation: DeepSpeed's fp16 /
 // bf16 engine calls module.half() / .bfloat16() on the whole model (engine.py
 // _configure_distributed_model), the norms, embeddings and adapters included.
@@ -793,8 +797,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         b.elementwise("mlp_out_dropout", OpRole::MlpOutDropout, OpKind::Dropout, R, 3 * h * a, {mask});
     }
     b.elementwise("mlp_residual_add", OpRole::MlpResidualAdd, OpKind::Elementwise, R, residual_bytes, {});
-    // The layer output's gradient has the residual's dtype.
-    b.g.backward_working.replicated = h * r;
+    // The layer output's gradient has the layer output's dtype, the next layer's
+    // input's (what full recompute stores: stored_full).
+    b.g.backward_working.replicated = h * sa;
     b.g.backward_working.tensor_parallel = working_f;
 
     if (stream32) {

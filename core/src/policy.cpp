@@ -234,6 +234,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.fused_swiglu = r.boolean(from("fused_swiglu"), sec, "fused_swiglu");
         c.swiglu_fuses_packed = r.boolean(from("swiglu_fuses_packed"), sec, "swiglu_fuses_packed");
         c.fsdp_units_mix_frozen = r.boolean(from("fsdp_units_mix_frozen"), sec, "fsdp_units_mix_frozen");
+        c.checkpoint_reentrant = r.boolean(from("checkpoint_reentrant"), sec, "checkpoint_reentrant");
         c.fsdp_no_sync = r.boolean(from("fsdp_no_sync"), sec, "fsdp_no_sync");
         c.attn_softmax_fp32 = r.boolean(from("attn_softmax_fp32"), sec, "attn_softmax_fp32");
         c.fp32_attention_unfused = r.boolean(from("fp32_attention_unfused"), sec, "fp32_attention_unfused");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "trainplan/opgraph.hpp"
 #include "trainplan/units.hpp"
 
 namespace trainplan {
@@ -395,6 +396,16 @@ std::vector<Field> make_fields() {
             s.setup.paged_optimizer = on;
         }));
     f.back().contextual_default = true;  // follows the method
+    f.push_back(row<&In::checkpoint_reentrant>(
+        "training", "checkpoint_reentrant", "--checkpoint-reentrant", "Reentrant checkpointing", boolean(),
+        "Full recompute as torch.utils.checkpoint's reentrant implementation (use_reentrant=True, transformers' gradient_checkpointing_enable default) or the non-reentrant one (FSDP's checkpoint_wrapper): on | off (default: the stack's)",
+        [](const Scenario& s) -> std::optional<FieldValue> { return to_value(reentrant_checkpointing(s.setup)); },
+        [](Scenario& s, const FieldValue& v) {
+            bool on = false;
+            from_value(v, on);
+            s.setup.checkpoint_reentrant = on;
+        }));
+    f.back().contextual_default = true;  // follows the stack
     f.push_back(row<&In::framework_overhead_gib>(
         "training", "framework_overhead_gib", "--framework-overhead-gib", "Framework overhead (GiB)", number(0, 1024),
         "Override CUDA context + library + NCCL overhead (GiB)",

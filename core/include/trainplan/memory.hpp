@@ -64,6 +64,13 @@ struct BytesPerParam {
 // the model: 16-bit as QLoRA's recipe casts them, fp32 after PEFT's kbit
 // preparation (fp32_stream), which makes them beside a 4-bit base.
 [[nodiscard]] double qlora_adapter_bytes(const TrainingSetup& t);
+
+// FSDP units hold frozen base weights beside the adapters (use_orig_params;
+// data/defaults.toml [stack.*] fsdp_units_mix_frozen).
+[[nodiscard]] bool fsdp_units_mix_frozen(const TrainingSetup& t);
+// FSDP1 keeps every frozen unit's input gradient until backward ends: units that
+// hold only frozen weights under reentrant full recompute (memory.cpp).
+[[nodiscard]] bool fsdp_holds_input_grads(const TrainingSetup& t);
 // Bytes data parallelism's all-gather of the parameters `p` moves (ZeRO-3 / FSDP
 // units): a frozen base in its stored form -- FSDP-QLoRA gathers the packed 4-bit
 // storage (bnb_4bit_quant_storage) -- and the rest at parameter_gather_bytes.
@@ -140,7 +147,9 @@ struct MemoryBreakdown {
     // node (0 = node RAM not given: not checked).
     double host_capacity = 0;
     [[nodiscard]] bool host_fits() const { return host_capacity <= 0 || cpu <= host_capacity; }
-    [[nodiscard]] bool fits() const { return total <= capacity && host_fits(); }
+    // (A paged optimizer fills the device to its capacity exactly: the sum of the
+    // terms may round a few ulps past it.)
+    [[nodiscard]] bool fits() const { return total <= capacity * (1.0 + 1e-12) && host_fits(); }
     // The peak less what is given back before an allocation would fail: layers
     // gathered ahead of the compute (they fill only what the device has spare), the
     // step copies' own segments (released and retried on a failed cudaMalloc), and

@@ -226,9 +226,9 @@ struct StepGraph {
     // (16-bit), s x s per head (zero under FlashAttention, which tiles them).
     ActivationCoeffs attn_backward_working;
     // Gradients one layer's backward holds at once beyond its stored tensors.
-    // `replicated`: the gradient of the layer's output (in the residual's dtype; the
-    // residual add hands it to both branches and it waits for the MLP's input
-    // gradient to join it), held throughout. `tensor_parallel`: at the MLP's
+    // `replicated`: the gradient of the layer's output (in its dtype, the next layer's
+    // input's; the residual add hands it to both branches and it waits for the MLP's
+    // input gradient to join it), held throughout. `tensor_parallel`: at the MLP's
     // element-wise backward, the gradient of the product act(gate) x up that the down
     // projection's backward wrote and the two the product's backward writes from it
     // (of act and of up), less the product itself, released with the down
@@ -292,6 +292,10 @@ using LayerGraph = StepGraph;  // the former name (one layer plus the ends)
 // PEFT's kbit preparation ran on a bitsandbytes base (QLoraConfig::kbit_upcast):
 // the tensors between the matmuls are fp32 (opgraph.cpp build_step_graph).
 [[nodiscard]] bool fp32_stream(const TrainingSetup& t);
+
+// Full recompute runs as torch.utils.checkpoint's reentrant implementation: the
+// scenario's checkpoint_reentrant, else the stack's ([stack.*] checkpoint_reentrant).
+[[nodiscard]] bool reentrant_checkpointing(const TrainingSetup& t);
 
 // The logits-sized tensors live at the loss (per logit: copies in the activation
 // dtype and in fp32), as the stack and, where the stack runs the model's own loss,

@@ -60,6 +60,8 @@ struct StackConventions {
     // the frozen weights carry gradients too; and accumulation inside no_sync():
     // gradients held unsharded until the step's last micro-batch.
     bool fsdp_units_mix_frozen = false;
+    // Its activation checkpointing is reentrant (TrainingSetup::checkpoint_reentrant).
+    bool checkpoint_reentrant = false;
     bool fsdp_no_sync = false;
     // Eager (non-flash) attention's softmax writes fp32 probabilities, which its
     // backward keeps, and the 16-bit cast of them that P x V keeps: 4 + 2 B per

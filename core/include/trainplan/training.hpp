@@ -231,6 +231,12 @@ struct TrainingSetup {
     // (artidoro/qlora's paged_adamw_32bit) outside DeepSpeed's ZeRO engine, off
     // otherwise (paged_optimizer_on).
     std::optional<bool> paged_optimizer;
+    // Full recompute as torch.utils.checkpoint's reentrant implementation
+    // (use_reentrant=True: CheckpointFunction reruns the layer in backward on
+    // detached inputs that require grad and reads their .grad); false: the
+    // non-reentrant one (saved-tensor hooks; FSDP's checkpoint_wrapper default).
+    // Unset: the stack's ([stack.*] checkpoint_reentrant; reentrant_checkpointing).
+    std::optional<bool> checkpoint_reentrant;
     // Liger's fused linear cross-entropy (liger-kernel
     // ops/fused_linear_cross_entropy.py; transformers' use_liger_kernel=True,
     // LigerFusedLinearCrossEntropyLoss): the LM head and the loss run together
