@@ -205,6 +205,12 @@ bool fsdp_holds_input_grads(const TrainingSetup& t) {
 
 namespace {
 
+// One weight matrix of an op on a tensor-parallel rank, in parameters: an expert's
+// matrix, not the stacked experts (gemm_groups), its TP share where TP splits it.
+double matrix_params_per_rank(const OpDef& o, double tp) {
+    return o.weight.params / std::max(1, o.gemm_groups) / (o.weight.tp_split ? tp : 1.0);
+}
+
 // What estimate_memory works with for every stage.
 struct MemoryContext {
     const Scenario& s;
@@ -406,7 +412,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         for (const OpDef& o : g.ops) {
             const WeightDef& w = o.weight;
             if (!(w.trainable || w.module_copy) || w.tied_copy) continue;
-            largest = std::max(largest, w.params / std::max(1, o.gemm_groups) / (w.tp_split ? tp : 1.0));
+            largest = std::max(largest, matrix_params_per_rank(o, tp));
         }
         mem.gradients = std::min(mem.gradients, largest * tb.gradients / c.plan.dense.gradients);
     }
@@ -445,8 +451,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     if (gptq_saved > 0)
         for (const OpDef& o : g.ops)
             if (o.site == Site::Layer && o.role == OpRole::DownProj && o.weight.quantizable() && !o.weight.trainable)
-                gptq_down = std::max(gptq_down, o.weight.params / std::max(1, o.gemm_groups) / (o.weight.tp_split ? tp : 1.0) *
-                                                    c.weight_compute_bpp);
+                gptq_down = std::max(gptq_down, matrix_params_per_rank(o, tp) * c.weight_compute_bpp);
     const double gptq_storing = t.recompute == Recompute::Full ? st.layers - rl.checkpointed : st.layers;
     mem.activations += st.microbatches_in_flight * gptq_storing * gptq_saved;
     if (first) mem.activations += st.microbatches_in_flight * g.stored_first.bytes(sq, mb, tp, sp);
