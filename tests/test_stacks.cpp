@@ -1496,6 +1496,44 @@ TEST_CASE("stacks: Megatron-LM's legacy model code: Apex norms, eager SwiGLU, an
     CHECK(step(Stack::MegatronLegacy, Recompute::None) > step(Stack::MegatronCore, Recompute::None));
 }
 
+TEST_CASE("stacks: Megatron-DeepSpeed runs the legacy model code and moves its checkpoints to the host (--checkpoint-in-cpu)",
+          "[stacks][memory]") {
+    // The Megatron-GPT 1T shape (128 layers, h 25,600) in fp16 under full recompute keeps
+    // one layer input per layer: micro-batch 8 x 1,024 tokens x 25,600 x 2 B =
+    // 419,430,400 B, 128 of them 53.7 GB. DeepSpeed's CheckpointFunction with
+    // cpu_checkpointing copies each to the host in forward: the GPU keeps the one being
+    // copied and the one brought back ahead of its recomputation, 126 go to host memory.
+    Scenario s;
+    s.model = tp_test::model("megatron-gpt-1t");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.cluster.num_gpus = 1024;
+    s.setup.stack = Stack::MegatronDeepSpeed;
+    s.setup.precision = Precision::FP16Mixed;
+    s.setup.flash_attention = false;
+    s.setup.recompute = Recompute::Full;
+    s.setup.zero_stage = 3;
+    s.setup.seq_len = 1024;
+    s.setup.micro_batch = 8;
+    s.setup.layout.dp = 1024;
+    const double layer_input = 8.0 * 1024 * 25600 * 2;
+    CHECK(layer_input == 419'430'400.0);
+    Scenario o = s;
+    o.setup.activation_offload = true;
+    CHECK(check_rules(o).empty());
+    const MemoryBreakdown kept = estimate_memory(s).peak(), moved = estimate_memory(o).peak();
+    CHECK(kept.activations - moved.activations == Approx(126 * layer_input).epsilon(1e-9));
+    CHECK(moved.cpu - kept.cpu == Approx(126 * layer_input).epsilon(1e-9));
+    // NVIDIA's legacy Megatron-LM has no such switch: refused, naming the stacks that have it.
+    o.setup.stack = Stack::MegatronLegacy;
+    const auto v = check_rules(o);
+    REQUIRE(v.size() == 1);
+    CHECK(v[0].rule == Rule::StackActivationOffload);
+    CHECK(v[0].message.find("megatron-deepspeed") != std::string::npos);
+    // The fork runs under DeepSpeed's engine: its default framework is DeepSpeed's.
+    CHECK(policy().stack(Stack::MegatronDeepSpeed).framework == Framework::DeepSpeed);
+    CHECK(policy().stack(Stack::MegatronLegacy).framework == Framework::Megatron);
+}
+
 TEST_CASE("QK-norm: an eager per-head RMSNorm on q and k keeps an fp32 copy of each and launches eight kernels apiece", "[stacks][memory][time]") {
     // Qwen3-8B under transformers (hf-peft): Qwen3RMSNorm on q (32 x 128 = 4,096
     // elements per token) and k (8 x 128 = 1,024), with the same ops as the layer

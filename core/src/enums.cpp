@@ -100,9 +100,10 @@ constexpr EnumEntry kStack[] = {
     {TP_E(Stack, Torchtune), "torchtune", "", "torchtune recipes (chunked cross-entropy)"},
     {TP_E(Stack, Torchtune2024), "torchtune-2024.07", "", "torchtune recipes up to 2024-07-28 (PR #1235): cross-entropy on the whole fp32 logits, kept through backward"},
     {TP_E(Stack, DeepSpeed), "deepspeed", "", "DeepSpeed engine over Hugging Face model code"},
-    {TP_E(Stack, MegatronCore), "megatron-core", "megatron,megatron-lm,nemo,megatron-deepspeed", "Megatron-LM / Megatron-Core / NeMo"},
+    {TP_E(Stack, MegatronCore), "megatron-core", "megatron,megatron-lm,nemo", "Megatron-LM / Megatron-Core / NeMo"},
     {TP_E(Stack, MegatronCore07), "megatron-core-0.7", "megatron-core-0.4,megatron-core-0.5,megatron-core-0.6", "Megatron-Core up to core_v0.7.0 (vocab-parallel cross-entropy subtracts the maximum out of place)"},
     {TP_E(Stack, MegatronLegacy), "megatron-legacy", "", "Megatron-LM's megatron/model before Megatron-Core (2020-2023) and its forks: Apex norms, eager SwiGLU and RoPE"},
+    {TP_E(Stack, MegatronDeepSpeed), "megatron-deepspeed", "", "Microsoft's Megatron-DeepSpeed (legacy Megatron model code, DeepSpeed engine and activation checkpointing)"},
     {TP_E(Stack, LlmFoundry), "llm-foundry", "mosaic,composer,mosaic-composer", "MosaicML llm-foundry on Composer (PyTorch FSDP, flash-attn's fused cross-entropy)"},
 };
 constexpr EnumEntry kAttention[] = {

@@ -81,9 +81,10 @@ enum class Stack {
     Torchtune,
     Torchtune2024,  // torchtune recipes before 2024-07-28 (PR #1235): whole fp32 logits kept through backward
     DeepSpeed,     // DeepSpeed engine over Hugging Face model code (DeepSpeed-Chat, HF + ZeRO)
-    MegatronCore,  // Megatron-LM / Megatron-Core / NeMo / Megatron-DeepSpeed
+    MegatronCore,  // Megatron-LM / Megatron-Core / NeMo
     MegatronCore07,  // Megatron-Core up to core_v0.7.0: the loss's out-of-place max subtraction
     MegatronLegacy,  // Megatron-LM's megatron/model before Megatron-Core, and forks of it (Megatron-LLaMA)
+    MegatronDeepSpeed,  // Microsoft's Megatron-DeepSpeed fork of it: DeepSpeed's activation checkpointing (--checkpoint-in-cpu)
     LlmFoundry,      // MosaicML llm-foundry on Composer (PyTorch FSDP, flash-attn's fused cross-entropy)
 };
 
