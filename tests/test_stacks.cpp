@@ -3,6 +3,8 @@
 // stacks' own code, and the setting's plumbing (resolver default, bad input,
 // the "assumes:" line).
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
@@ -1534,6 +1536,33 @@ TEST_CASE("stacks: Megatron-DeepSpeed runs the legacy model code and moves its c
     CHECK(policy().stack(Stack::MegatronLegacy).framework == Framework::Megatron);
 }
 
+TEST_CASE("hf-peft's allocator reserve: fms-acceleration's nvidia-smi peaks beside their allocated peaks", "[stacks][memory][published]") {
+    // fms-acceleration's benchmark table (refs/a100_80gb.csv at f1895b7) gives, for each
+    // run, torch.cuda.max_memory_allocated (the fmsacc_*_alloc cases' figure) and the
+    // nvidia-smi peak beside it (as_published nvidia_mem_reserved, MiB). The device
+    // figure the model gives for those runs (allocated + reserve + context and NCCL
+    // buffers) against the nvidia-smi one: the median over the counted runs is within
+    // 5 % either way (with the reserve at a tenth of the transient bytes it was 12 % under).
+    std::vector<double> err;
+    for (const auto& path : tp_test::validation_case_paths()) {
+        const std::string name = std::filesystem::path(path).filename().string();
+        if (name.rfind("fmsacc_", 0) != 0 || name.find("_alloc.toml") == std::string::npos) continue;
+        std::ifstream in(path);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (text.find("\nmissing_mechanism = ") != std::string::npos) continue;
+        const std::string key = "nvidia_mem_reserved = \"";
+        const auto at = text.find(key);
+        if (at == std::string::npos) continue;
+        const double smi = std::stod(text.substr(at + key.size())) * 1048576.0;
+        const auto j = tp_test::cli_json("fit", {"--scenario", path});
+        err.push_back(j["memory"]["total_bytes"].get<double>() / smi - 1.0);
+    }
+    REQUIRE(err.size() >= 30);
+    std::sort(err.begin(), err.end());
+    const double median = err[err.size() / 2];
+    CHECK(std::abs(median) < 0.05);
+}
+
 TEST_CASE("QK-norm: an eager per-head RMSNorm on q and k keeps an fp32 copy of each and launches eight kernels apiece", "[stacks][memory][time]") {
     // Qwen3-8B under transformers (hf-peft): Qwen3RMSNorm on q (32 x 128 = 4,096
     // elements per token) and k (8 x 128 = 1,024), with the same ops as the layer
@@ -1792,15 +1821,15 @@ TEST_CASE("FSDP-QLoRA gathers the packed 4-bit base, not 16-bit weights", "[stac
 }
 
 TEST_CASE("fit offers preparing the 4-bit model without PEFT's fp32 upcast, with the total of the run without it", "[stacks][fit][qlora]") {
-    // Mistral-7B QLoRA on a 24 GB card at 6 x 4096 tokens: with the upcast the fp32
-    // checkpoints alone are 32 x 24576 x 4096 x 4 B = 12.9 GB, which does not fit; the
-    // same run prepared without it is the remedy, and its total is what a direct
-    // estimate of that run gives.
+    // Mistral-7B QLoRA on a 24 GB card at 4 x 4096 tokens: with the upcast the fp32
+    // checkpoints are 32 x 16384 x 4096 x 4 B = 8.6 GB, twice the 16-bit ones, and the
+    // run does not fit; the same run prepared without it is the remedy, and its total
+    // is what a direct estimate of that run gives.
     Scenario s = hf_llama7b("rtx-4090", Method::QLoRA, Precision::FP16Mixed, 4096);
     s.model = tp_test::model("mistral-7b");
     s.setup.framework = Framework::PyTorchAMP;
     s.setup.recompute = Recompute::Full;
-    s.setup.micro_batch = 6;
+    s.setup.micro_batch = 4;
     s.setup.qlora.kbit_upcast = true;
     const FitReport rep = check_fit(s, 8);
     REQUIRE_FALSE(rep.fits);
