@@ -73,7 +73,7 @@ QString memory_term_tooltip(const QString& term) {
                           .arg(memory_defaults().communicator_bytes / units::MiB, 0, 'f', 0)
                           .arg(memory_defaults().nvls_head_bytes / units::MiB, 0, 'f', 0)
                           .arg(memory_defaults().nvls_head_bytes_2_20 / units::MiB, 0, 'f', 0)},
-        {"fragmentation", "Allocator reserve: the stack's share of the transient bytes (activations, logits, buffers) by default; under DeepSpeed also the optimizer step's gradient copies that no freed block could hold (new segments)."},
+        {"fragmentation", "Allocator reserve: a share of the transient bytes (activations, logits, buffers) by the allocator's mode (default or expandable segments), no more than the device has free; under DeepSpeed also the optimizer step's gradient copies that no freed block could hold (new segments)."},
     };
     auto it = tips.find(term);
     return it == tips.end() ? QString() : it->second;

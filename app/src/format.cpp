@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "trainplan/memory.hpp"
 #include "trainplan/opgraph.hpp"
 #include "trainplan/policy.hpp"
 #include "trainplan/schema.hpp"
@@ -58,6 +59,7 @@ std::string given_back_text(const MemoryBreakdown& m) {
     if (m.gathered_ahead > 0) parts = gb(m.gathered_ahead) + " of layers gathered ahead";
     if (m.step_segments > 0) parts += (parts.empty() ? "" : " and ") + gb(m.step_segments) + " of the optimizer step's own segments";
     if (m.managed > 0) parts += (parts.empty() ? "" : " and ") + gb(m.managed) + " of paged optimizer states";
+    if (m.transient_reserve > 0) parts += (parts.empty() ? "" : " and ") + gb(m.transient_reserve) + " of the allocator's cached blocks";
     return parts;
 }
 
@@ -113,7 +115,7 @@ std::string describe_setup(const Scenario& s) {
                         swiglu_kernel(t) == SwigluKernel::PackedFused && !sc.fused_swiglu
                             ? "eager element-wise kernels; packed fused SwiGLU (DeepSpeed's flat buffer makes gate / up one storage)"
                             : sc.elementwise,
-                        attention, sc.allocator);
+                        attention, expandable_segments_on(t) ? "caching allocator, expandable_segments" : "caching allocator, default segments");
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
     if (fsdp_holds_input_grads(t))
         line += "; reentrant checkpointing under FSDP: each frozen block's input gradient held until backward ends";
@@ -165,7 +167,7 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
         {"optimizer_bytes", m.optimizer},   {"master_weights_bytes", m.master_weights},
         {"activations_bytes", m.activations}, {"logits_bytes", m.logits},
         {"temporary_bytes", m.temporary},   {"step_copies_bytes", m.step_copies}, {"peak_at_optimizer_step", m.peak_at_step},
-        {"step_segments_bytes", m.step_segments}, {"gathered_ahead_bytes", m.gathered_ahead},
+        {"step_segments_bytes", m.step_segments}, {"gathered_ahead_bytes", m.gathered_ahead}, {"transient_reserve_bytes", m.transient_reserve}, {"reserve_cut_bytes", m.reserve_cut},
         {"framework_bytes", m.framework},   {"nccl_buffer_bytes", m.nccl_buffers}, {"nccl_communicators", m.nccl_communicators},
         {"nccl_nvls_bytes", m.nccl_nvls},
         {"fragmentation_bytes", m.fragmentation}, {"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved()}, {"total_bytes", m.total},

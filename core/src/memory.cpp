@@ -27,6 +27,10 @@ const MemoryDefaults& memory_defaults() {
     return d;
 }
 
+bool expandable_segments_on(const TrainingSetup& t) {
+    return t.expandable_segments.value_or(policy().stack(t.stack).expandable_segments);
+}
+
 namespace {
 
 // Optimizer state bytes per trainable parameter (excluding any fp32 master copy).
@@ -227,7 +231,8 @@ struct MemoryContext {
     double framework_bytes = 0;
     // The allocator's reserve: a share of the allocated peak (a scenario's
     // `fragmentation` override, the calibration hook) plus the stack's share of
-    // the transient bytes (data/defaults.toml [stack.*] allocator_reserve_fraction).
+    // the transient bytes (data/defaults.toml [memory] reserve_fraction_*, by the
+    // allocator's mode: expandable_segments_on).
     double frag_frac = 0, transient_frac = 0;
     double gathered_layer_params = 0;  // one layer's parameters per GPU, when ZeRO-3 / FSDP gathers them
 };
@@ -264,7 +269,7 @@ MemoryContext make_context(const Scenario& s, const StepGraph& g) {
     // (The NCCL communicators are added per stage: stage_memory.)
     c.framework_bytes = t.framework_overhead_bytes >= 0 ? t.framework_overhead_bytes : def.cuda_context_bytes + def.library_workspace_bytes;
     if (t.fragmentation_fraction >= 0) c.frag_frac = t.fragmentation_fraction;
-    else c.transient_frac = policy().stack(t.stack).allocator_reserve_fraction;
+    else c.transient_frac = expandable_segments_on(t) ? policy().reserve_fraction_expandable_segments : policy().reserve_fraction_default_segments;
     // Calibration hook (calibrate.hpp): fitted additions to the overheads.
     c.framework_bytes += s.calibration.framework_bytes;
     c.frag_frac += s.calibration.reserve_fraction;
@@ -683,7 +688,14 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     const double transient = mem.activations + mem.logits + mem.temporary;
     mem.capacity = s.cluster.gpu.capacity_bytes;
     const auto reserve = [&] {
-        const double slack = mem.allocated * c.frag_frac + transient * c.transient_frac;
+        // The transient share stands only where the device has room for it: a
+        // cudaMalloc that fails makes the allocator return every cached block that
+        // is not split and retry (CUDACachingAllocator.cpp malloc ->
+        // release_cached_blocks); a `fragmentation` override is taken as stated.
+        const double room = std::max(0.0, mem.capacity - (mem.allocated + mem.managed + mem.framework + mem.allocated * c.frag_frac));
+        mem.reserve_cut = std::max(0.0, transient * c.transient_frac - room);
+        mem.transient_reserve = transient * c.transient_frac - mem.reserve_cut;
+        const double slack = mem.allocated * c.frag_frac + mem.transient_reserve;
         // The step copies' own segments stand beside backward's freed blocks only
         // while the device has room for both: when cudaMalloc fails, the allocator
         // frees every cached block that is not split and retries (CUDACachingAllocator.cpp

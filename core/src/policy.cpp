@@ -180,6 +180,8 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
     const toml::table& mem = r.table("memory");
     p.cuda_context_bytes = r.number(mem, "memory", "cuda_context_mib") * units::MiB;
     p.library_workspace_bytes = r.number(mem, "memory", "library_workspace_mib") * units::MiB;
+    p.reserve_fraction_default_segments = r.non_negative(mem, "memory", "reserve_fraction_default_segments");
+    p.reserve_fraction_expandable_segments = r.non_negative(mem, "memory", "reserve_fraction_expandable_segments");
     p.communicator_bytes = r.number(mem, "memory", "communicator_mib") * units::MiB;
     p.communicator_pair_bytes = r.number(mem, "memory", "communicator_pair_mib") * units::MiB;
     const double init_channels = r.number(mem, "memory", "nvls_init_channels");
@@ -247,7 +249,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.activation_offload = r.boolean(from("activation_offload"), sec, "activation_offload");
         c.liger_loss = r.boolean(from("liger_loss"), sec, "liger_loss");
         c.packed_qkv = r.boolean(from("packed_qkv"), sec, "packed_qkv");
-        c.allocator_reserve_fraction = r.non_negative(from("allocator_reserve_fraction"), sec, "allocator_reserve_fraction");
+        c.expandable_segments = r.boolean(from("expandable_segments"), sec, "expandable_segments");
         c.optimizer_foreach = r.boolean(from("optimizer_foreach"), sec, "optimizer_foreach");
         c.lora_input_cast = r.boolean(from("lora_input_cast"), sec, "lora_input_cast");
         c.framework = r.choice<Framework>(from("framework"), sec, "framework");
@@ -260,7 +262,6 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.loss_tp = r.optional_string(from("loss_tp"), sec, "loss_tp").value_or(c.loss);
         c.norms = r.string(from("norms"), sec, "norms");
         c.elementwise = r.string(from("elementwise"), sec, "elementwise");
-        c.allocator = r.string(from("allocator"), sec, "allocator");
         p.stacks_[static_cast<size_t>(e.value)] = std::move(c);
     }
     for (const auto& [k, v] : st) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "trainplan/memory.hpp"
 #include "trainplan/opgraph.hpp"
 #include "trainplan/units.hpp"
 
@@ -404,6 +405,17 @@ std::vector<Field> make_fields() {
             bool on = false;
             from_value(v, on);
             s.setup.checkpoint_reentrant = on;
+        }));
+    f.back().contextual_default = true;  // follows the stack
+    f.push_back(row<&In::expandable_segments>(
+        "training", "expandable_segments", "--expandable-segments", "Expandable segments", boolean(),
+        "The run sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the caching allocator grows segments in place and keeps "
+        "less of what it frees unusable (a smaller reserve): on | off (default: the stack's; torchtitan's run_train.sh sets it)",
+        [](const Scenario& s) -> std::optional<FieldValue> { return to_value(expandable_segments_on(s.setup)); },
+        [](Scenario& s, const FieldValue& v) {
+            bool on = false;
+            from_value(v, on);
+            s.setup.expandable_segments = on;
         }));
     f.back().contextual_default = true;  // follows the stack
     f.push_back(row<&In::framework_overhead_gib>(

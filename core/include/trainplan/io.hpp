@@ -55,7 +55,7 @@ struct ScenarioInput {
     std::optional<bool> train_embeddings;
     std::optional<unsigned> lora_targets;
     std::optional<QuantType> quant;
-    std::optional<bool> double_quant, paged_optimizer, kbit_upcast, checkpoint_reentrant;
+    std::optional<bool> double_quant, paged_optimizer, kbit_upcast, checkpoint_reentrant, expandable_segments;
     std::optional<Precision> precision;
     std::optional<OptimizerKind> optimizer;
     std::optional<Framework> framework;

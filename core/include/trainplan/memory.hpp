@@ -38,6 +38,10 @@ struct MemoryDefaults {
 };
 [[nodiscard]] const MemoryDefaults& memory_defaults();
 
+// The run's caching allocator maps expandable segments: the scenario's
+// expandable_segments, else the stack's ([stack.*] expandable_segments).
+[[nodiscard]] bool expandable_segments_on(const TrainingSetup& t);
+
 // Bytes kept per parameter under a precision policy / optimizer / framework, before
 // any sharding. `master` is the fp32 master copy (shown inside the optimizer term).
 struct BytesPerParam {
@@ -133,6 +137,12 @@ struct MemoryBreakdown {
     // counts it), never in torch's allocated or reserved bytes.
     double managed = 0;
     double fragmentation = 0;
+    // The part of `fragmentation` that is the allocator's share of the transient
+    // bytes (data/defaults.toml [memory] reserve_fraction_*), no more than the
+    // device has free: a failed cudaMalloc makes it return its unsplit cached
+    // blocks and retry. `reserve_cut` is what the share would be beyond that.
+    double transient_reserve = 0;
+    double reserve_cut = 0;
     double total = 0;           // everything above except master_weights (already in optimizer)
     double allocated = 0;       // tensor peak: total - managed - framework - fragmentation
     // What the caching allocator holds at that peak (torch.cuda.max_memory_reserved).
@@ -152,11 +162,12 @@ struct MemoryBreakdown {
     [[nodiscard]] bool fits() const { return total <= capacity * (1.0 + 1e-12) && host_fits(); }
     // The peak less what is given back before an allocation would fail: layers
     // gathered ahead of the compute (they fill only what the device has spare), the
-    // step copies' own segments (released and retried on a failed cudaMalloc), and
+    // step copies' own segments and the allocator's share of the transient bytes
+    // (cached blocks, released and retried on a failed cudaMalloc), and
     // a paged optimizer's resident states (the driver evicts unified-memory pages
     // to the host under pressure: bitsandbytes' paged optimizers exist to absorb
     // memory spikes, Dettmers et al. 2023, Sec. 3).
-    [[nodiscard]] double firm() const { return total - gathered_ahead - step_segments - managed; }
+    [[nodiscard]] double firm() const { return total - gathered_ahead - step_segments - transient_reserve - managed; }
     // What the run could still take before an out-of-memory: capacity less firm().
     [[nodiscard]] double headroom() const { return capacity - firm(); }
 };

@@ -89,9 +89,9 @@ struct StackConventions {
     // The model code computes q, k and v in one module whatever the architecture
     // (Megatron's linear_qkv): data/defaults.toml [stack.*] packed_qkv.
     bool packed_qkv = false;
-    // The caching allocator's reserve (reserved - allocated) as a fraction of the
-    // transient bytes (activations, logits, temporary buffers) it cycles through.
-    double allocator_reserve_fraction = 0;
+    // Its runs set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (TrainingSetup::
+    // expandable_segments; the reserve per mode: Policy::reserve_fraction_*).
+    bool expandable_segments = false;
     // AdamW as torch's multi-tensor (foreach) implementation, one memory pass per
     // _foreach op, rather than one fused kernel (time side).
     bool optimizer_foreach = false;
@@ -105,7 +105,7 @@ struct StackConventions {
     Framework framework = Framework::DeepSpeed;
     Framework zero_framework = Framework::DeepSpeed;
     // Short descriptions for the "assumes:" line.
-    std::string loss, norms, elementwise, allocator;
+    std::string loss, norms, elementwise;
 };
 
 class Policy {
@@ -121,6 +121,10 @@ public:
     // Per-process memory overheads ([memory]; memory.hpp MemoryDefaults reads them).
     double cuda_context_bytes = 0;
     double library_workspace_bytes = 0;
+    // The caching allocator's reserve (reserved - allocated) as a share of the
+    // transient bytes it cycles through, by how it maps memory ([memory]).
+    double reserve_fraction_default_segments = 0;
+    double reserve_fraction_expandable_segments = 0;
     double communicator_bytes = 0;       // NCCL buffers of one communicator of more than two ranks
     double communicator_pair_bytes = 0;  // ... of a two-rank communicator
     // NVLS buffers per GPU of a communicator's node, by NCCL release ([memory]).

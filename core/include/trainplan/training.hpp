@@ -238,6 +238,10 @@ struct TrainingSetup {
     // non-reentrant one (saved-tensor hooks; FSDP's checkpoint_wrapper default).
     // Unset: the stack's ([stack.*] checkpoint_reentrant; reentrant_checkpointing).
     std::optional<bool> checkpoint_reentrant;
+    // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the caching allocator maps
+    // segments that grow in place, and keeps less of what it frees unusable. Unset:
+    // the stack's ([stack.*] expandable_segments; memory.hpp expandable_segments_on).
+    std::optional<bool> expandable_segments;
     // Liger's fused linear cross-entropy (liger-kernel
     // ops/fused_linear_cross_entropy.py; transformers' use_liger_kernel=True,
     // LigerFusedLinearCrossEntropyLoss): the LM head and the loss run together
