@@ -71,8 +71,11 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
     if (m.gathered_ahead > 0)
         reserve_parts += (reserve_parts.empty() ? "" : ", ") + gb(m.gathered_ahead) +
                          " of layers gathered ahead of the compute (freed, held until the GPU reaches them; given back before an out-of-memory)";
-    const std::string share = fmt::format("share of the transient bytes, {} segments{}", expandable_segments_on(t) ? "expandable" : "default",
-                                          m.reserve_cut > 0 ? fmt::format("; {} less, all the device has free", gb(m.reserve_cut)) : "");
+    const std::string share =
+        fmt::format("share of the transient bytes, {} segments{}", expandable_segments_on(t) ? "expandable" : "default",
+                    m.reserve_cut > 0 ? fmt::format(": {} on a card with room for it, {} here; cached blocks go back before an allocation fails",
+                                                    gb(m.transient_reserve + m.reserve_cut), gb(m.transient_reserve))
+                                      : "");
     row("fragmentation", m.fragmentation,
         reserve_parts.empty() ? "allocator reserve (" + share + ")" : "allocator reserve (" + share + "), incl. " + reserve_parts);
     out << "  " << std::string(27, '-') << '\n';
@@ -159,12 +162,9 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
     }
     if (rep.fits) {
         const std::string back = given_back_text(peak);
-        out << fmt::format("FITS: {} headroom ({:.0f} % of capacity free{}{})\n", gb(peak.headroom()),
+        out << fmt::format("FITS: {} headroom ({:.0f} % of capacity free{})\n", gb(peak.headroom()),
                            100.0 * peak.headroom() / peak.capacity,
-                           back.empty() ? std::string() : ", counting the " + back + " as free: they are given back before an out-of-memory",
-                           peak.reserve_cut > 0 ? fmt::format("; the allocator's reserve takes the rest, {} short of its usual share: it returns "
-                                                              "cached blocks before it would fail", gb(peak.reserve_cut))
-                                                : std::string());
+                           back.empty() ? std::string() : ", counting the " + back + " as free: they are given back before an out-of-memory");
         return 0;
     }
     if (peak.total <= peak.capacity)  // the GPU holds it; the node's RAM does not hold what is offloaded
