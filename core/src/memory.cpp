@@ -688,30 +688,31 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     const double transient = mem.activations + mem.logits + mem.temporary;
     mem.capacity = s.cluster.gpu.capacity_bytes;
     const auto reserve = [&] {
-        // The transient share stands only where the device has room for it: a
-        // cudaMalloc that fails makes the allocator return every cached block that
-        // is not split and retry (CUDACachingAllocator.cpp malloc ->
-        // release_cached_blocks); a `fragmentation` override is taken as stated.
-        const double room = std::max(0.0, mem.capacity - (mem.allocated + mem.managed + mem.framework + mem.allocated * c.frag_frac));
-        mem.reserve_cut = std::max(0.0, transient * c.transient_frac - room);
-        mem.transient_reserve = transient * c.transient_frac - mem.reserve_cut;
-        const double slack = mem.allocated * c.frag_frac + mem.transient_reserve;
-        // The step copies' own segments stand beside backward's freed blocks only
-        // while the device has room for both: when cudaMalloc fails, the allocator
-        // frees every cached block that is not split and retries (CUDACachingAllocator.cpp
-        // malloc -> release_cached_blocks), and after backward the transient
-        // segments hold no live tensor, so their blocks have merged back whole.
-        mem.step_segments = std::min(step_segments, std::max(0.0, mem.capacity - (mem.allocated + mem.managed + mem.framework + slack)));
-        mem.fragmentation = slack + mem.step_segments;
-        mem.total = mem.allocated + mem.managed + mem.framework + mem.fragmentation;
-        // Layers gathered ahead fill what the device has free and no more: a
-        // request that finds no block makes the caching allocator wait for every
-        // pending stream event and return those blocks before it gives up
-        // (CUDACachingAllocator.cpp malloc -> release_cached_blocks ->
-        // synchronize_and_free_events). They never cause an out-of-memory.
-        mem.gathered_ahead = std::min(gathered_ahead, std::max(0.0, mem.capacity - mem.total));
-        mem.fragmentation += mem.gathered_ahead;
-        mem.total += mem.gathered_ahead;
+        // Three elastic parts, each taking only what the device has free beside
+        // what is already held, in this order: a cudaMalloc that fails makes the
+        // caching allocator return every cached block that is not split and retry
+        // (CUDACachingAllocator.cpp malloc -> release_cached_blocks), so none of
+        // them ever causes an out-of-memory.
+        double held = mem.allocated + mem.managed + mem.framework + mem.allocated * c.frag_frac;
+        const auto take = [&](double wanted) {
+            const double got = std::min(wanted, std::max(0.0, mem.capacity - held));
+            held += got;
+            return got;
+        };
+        // The share of the transient bytes (a `fragmentation` override is taken
+        // as stated, above).
+        mem.transient_reserve = take(transient * c.transient_frac);
+        mem.reserve_cut = transient * c.transient_frac - mem.transient_reserve;
+        // The step copies' own segments, beside backward's freed blocks: after
+        // backward the transient segments hold no live tensor, so their blocks
+        // have merged back whole and can be returned.
+        mem.step_segments = take(step_segments);
+        // Layers gathered ahead: a request that finds no block makes the allocator
+        // also wait for every pending stream event and return those blocks
+        // (release_cached_blocks -> synchronize_and_free_events).
+        mem.gathered_ahead = take(gathered_ahead);
+        mem.fragmentation = mem.allocated * c.frag_frac + mem.transient_reserve + mem.step_segments + mem.gathered_ahead;
+        mem.total = held;
     };
     reserve();
 
