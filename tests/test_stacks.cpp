@@ -1047,6 +1047,20 @@ Scenario ddp_llama7b() {
     s.setup.layout.dp = 2;
     return s;
 }
+// torchtitan's Llama-3-8B run as its train config has it: FSDP over 8 H100s,
+// 8,192 tokens, per-op checkpointing.
+ScenarioInput torchtitan_llama3_8b() {
+    ScenarioInput in;
+    in.model = "llama-3-8b";
+    in.gpu = "h100-sxm";
+    in.gpus = 8;
+    in.dp = 8;
+    in.stack = Stack::Torchtitan;
+    in.fsdp = FsdpStrategy::FullShard;
+    in.recompute = Recompute::PerOp;
+    in.seq_len = 8192;
+    return in;
+}
 // What a run needs of its card: its total less the layers gathered ahead of
 // the compute, the step copies' own segments and the allocator's transient
 // reserve, which take only room the device has free.
@@ -1069,15 +1083,7 @@ TEST_CASE("FSDP under autocast bookkeeping: fp32 shards at rest, the 16-bit weig
     // 4 B x P / 8; the bf16 weights exist only as gathered units (a temporary),
     // not as a persistent copy beside the shard.
     const double P = 8030261248.0;
-    ScenarioInput in;
-    in.model = "llama-3-8b";
-    in.gpu = "h100-sxm";
-    in.gpus = 8;
-    in.dp = 8;
-    in.stack = Stack::Torchtitan;
-    in.fsdp = FsdpStrategy::FullShard;
-    in.recompute = Recompute::PerOp;
-    in.seq_len = 8192;
+    ScenarioInput in = torchtitan_llama3_8b();
     auto r = resolve_scenario(in, tp_test::presets());
     REQUIRE(r.has_value());
     CHECK(estimate_memory(*r).peak().weights == Approx(4.0 * P / 8).epsilon(1e-6));
@@ -1582,15 +1588,7 @@ TEST_CASE("the allocator's reserve by its mode: torchtitan's Llama-3-8B with and
     CHECK(feb == Approx(53.25e9).epsilon(0.05));
     // The same scenario either way: 0.3 of the transient bytes under default
     // segments, 0.1 under expandable ones ([memory] reserve_fraction_*).
-    ScenarioInput in;
-    in.model = "llama-3-8b";
-    in.gpu = "h100-sxm";
-    in.gpus = 8;
-    in.dp = 8;
-    in.stack = Stack::Torchtitan;
-    in.fsdp = FsdpStrategy::FullShard;
-    in.recompute = Recompute::PerOp;
-    in.seq_len = 8192;
+    ScenarioInput in = torchtitan_llama3_8b();
     auto r = resolve_scenario(in, tp_test::presets());
     REQUIRE(r.has_value());
     Scenario s = *r;
