@@ -285,12 +285,17 @@ Result<CalibrationFit> calibrate(const std::vector<Observation>& obs, const Cali
     const double dof = static_cast<double>(n - p);
     if (p > 0) {
         const Eigen::MatrixXd J = jacobian(obs, cal, chosen);
+        // A parameter the runs stopped depending on at the solution (its column
+        // zero: e.g. an overhead where every run's allocator reserve already takes
+        // only what the card has free) keeps a zero column and lowers the rank; no
+        // standard errors then (the normal matrix is singular).
         Eigen::MatrixXd S = J;
-        for (Eigen::Index k = 0; k < p; ++k) S.col(k) /= J.col(k).norm();
+        for (Eigen::Index k = 0; k < p; ++k)
+            if (const double norm = J.col(k).norm(); norm > 0) S.col(k) /= norm;
         Eigen::JacobiSVD<Eigen::MatrixXd> svd(S);
         for (Eigen::Index k = 0; k < svd.singularValues().size(); ++k) fit.singular_values.push_back(svd.singularValues()(k));
         fit.rank = static_cast<int>(svd.rank());
-        if (dof > 0) cov = (cost / dof) * (J.transpose() * J).inverse();
+        if (dof > 0 && fit.rank == p) cov = (cost / dof) * (J.transpose() * J).inverse();
     }
     for (int j = 0; j < kCalParams; ++j) {
         const CalParam cp = all[static_cast<size_t>(j)];
