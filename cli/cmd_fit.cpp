@@ -72,7 +72,7 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
         reserve_parts += (reserve_parts.empty() ? "" : ", ") + gb(m.gathered_ahead) +
                          " of layers gathered ahead of the compute (freed, held until the GPU reaches them; given back before an out-of-memory)";
     const std::string share =
-        fmt::format("share of the transient bytes, {} segments{}", expandable_segments_on(t) ? "expandable" : "default",
+        fmt::format("share of the transient bytes, {}{}", app::allocator_segments(t),
                     m.reserve_cut > 0 ? fmt::format(": {} on a card with room for it, {} here; cached blocks go back before an allocation fails",
                                                     gb(m.transient_reserve + m.reserve_cut), gb(m.transient_reserve))
                                       : "");

@@ -63,6 +63,8 @@ std::string given_back_text(const MemoryBreakdown& m) {
     return parts;
 }
 
+std::string allocator_segments(const TrainingSetup& t) { return expandable_segments_on(t) ? "expandable segments" : "default segments"; }
+
 std::string count(std::int64_t n) {
     const double v = static_cast<double>(n);
     if (v >= 1e12) return fmt::format("{:.2f} T", v / 1e12);
@@ -115,7 +117,7 @@ std::string describe_setup(const Scenario& s) {
                         swiglu_kernel(t) == SwigluKernel::PackedFused && !sc.fused_swiglu
                             ? "eager element-wise kernels; packed fused SwiGLU (DeepSpeed's flat buffer makes gate / up one storage)"
                             : sc.elementwise,
-                        attention, expandable_segments_on(t) ? "caching allocator, expandable_segments" : "caching allocator, default segments");
+                        attention, "caching allocator, " + allocator_segments(t));
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
     if (fsdp_holds_input_grads(t))
         line += "; reentrant checkpointing under FSDP: each frozen block's input gradient held until backward ends";

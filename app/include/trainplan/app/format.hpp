@@ -28,6 +28,8 @@ std::string count(std::int64_t n);  // "6.74 B", "124 M"
 // firm), as "1.20 GB of layers gathered ahead and ..."; empty
 // when nothing: the headroom counts it as free, and fit and the GUI say so.
 std::string given_back_text(const MemoryBreakdown& m);
+// How the run's caching allocator maps memory: "expandable segments" or "default segments".
+std::string allocator_segments(const TrainingSetup& t);
 
 // One line describing the scenario's setup.
 std::string describe_setup(const Scenario& s);
