@@ -178,10 +178,17 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
                "(trainplan gpus) or a smaller model.\n";
         return 1;
     }
-    out << "\nChanges that make it fit, cheapest first (by simulated time per token; more GPUs last):\n";
+    // Each remedy's memory as what it needs (firm(): the allocator's cached blocks
+    // and the layers gathered ahead give way before an out-of-memory) beside its
+    // peak: under ZeRO-3 the peak fills whatever card it is on, so the peak alone
+    // would read the same for every remedy.
+    out << "\nChanges that make it fit, cheapest first (by simulated time per token; more GPUs last);\n"
+           "needs = memory per GPU without the allocator's cached blocks and layers gathered ahead (they give way), "
+           "peak = what the card would show:\n";
     int i = 1;
     for (const auto& r : rep.remedies) {
-        out << fmt::format("  {}. {:<58} {:>10}  ({} headroom)\n", i++, r.title, gb(r.memory.total), gb(r.memory.headroom()));
+        out << fmt::format("  {}. {:<58} needs {:>9}, peak {:>9}  ({} headroom)\n", i++, r.title, gb(r.memory.firm()),
+                           gb(r.memory.total), gb(r.memory.headroom()));
         for (const auto& c : r.changes) out << "       " << c << '\n';
         if (r.memory.cpu > 0)  // offload moves the states to the host: say how much RAM that takes
             out << fmt::format("       host RAM: {} per GPU{}\n", gb(r.memory.cpu),

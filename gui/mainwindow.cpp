@@ -1216,7 +1216,7 @@ void MainWindow::buildAdvice(QWidget* host) {
     v->addWidget(advice_label_);
     advice_table_ = new QTableWidget(0, 4, host);
     advice_table_->setObjectName("adviceTable");
-    advice_table_->setHorizontalHeaderLabels({"remedy", "tokens/s", "memory/GPU", "what changes"});
+    advice_table_->setHorizontalHeaderLabels({"remedy", "tokens/s", "needs / peak per GPU", "what changes"});
     advice_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     advice_table_->horizontalHeader()->setStretchLastSection(true);
     advice_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -1253,7 +1253,7 @@ void MainWindow::showAdvice() {
         const QStringList cells = {QString::fromStdString(a.title) + (a.changes_result ? "  [changes what is trained]" : ""),
                                    a.fixes_memory ? QString("%1 (fits)").arg(a.time.throughput.tokens_per_s, 0, 'f', 0)
                                                   : QString("%1 (%2x)").arg(a.time.throughput.tokens_per_s, 0, 'f', 0).arg(a.speedup, 0, 'f', 2),
-                                   gbtext(a.memory.total), changes.join("; ")};
+                                   QString("%1 / %2").arg(gbtext(a.memory.firm()), gbtext(a.memory.total)), changes.join("; ")};
         for (int j = 0; j < cells.size(); ++j) {
             auto* item = new QTableWidgetItem(cells[j]);
             item->setToolTip(QString::fromStdString("assumes: " + a.assumption));

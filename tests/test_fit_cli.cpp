@@ -1,5 +1,6 @@
 // `trainplan fit` end to end, in-process (KeePassXC-style CLI tests).
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -21,6 +22,28 @@ TEST_CASE("7B full fine-tune on a 24 GB RTX 4090 does not fit; 13.5 GB of weight
     CHECK(r.out.find("QLoRA") != std::string::npos);
     CHECK(r.out.find("LoRA") != std::string::npos);
     CHECK(r.err.empty());
+}
+
+TEST_CASE("fit's remedies say what each needs: the figure a fresh fit of the changed run gives", "[cli][fit]") {
+    // Two paths: the advisor's evaluation of remedy 1 inside `fit`, and `fit` run
+    // again with that remedy's changes typed in. What the second needs is its
+    // capacity less its headroom (the allocator's cache gives way), and its peak
+    // is its total; the first must print both.
+    const auto r = cli({"fit", "llama-2-13b", "--gpu", "rtx-4090"});
+    REQUIRE(r.code == 1);
+    const auto again = cli({"fit", "llama-2-13b", "--gpu", "rtx-4090", "--method", "qlora", "--precision", "bf16",
+                            "--recompute", "full", "--paged-optimizer", "on", "--json"});
+    REQUIRE(again.code == 0);
+    const auto m = nlohmann::json::parse(again.out)["memory"];
+    const double needs = m["capacity_bytes"].get<double>() - m["headroom_bytes"].get<double>();
+    const std::string line = fmt::format("needs {:>9}, peak {:>9}", fmt::format("{:.2f} GB", needs / 1e9),
+                                         fmt::format("{:.2f} GB", m["total_bytes"].get<double>() / 1e9));
+    CHECK(r.out.find("1. QLoRA") != std::string::npos);
+    CHECK(r.out.find(line) != std::string::npos);
+    // Under ZeRO-3 the peak fills the card (layers gathered ahead): the "more GPUs"
+    // remedy needs less than the 25.76 GB it would show.
+    CHECK(r.out.find("peak  25.76 GB") != std::string::npos);
+    CHECK(r.out.find("needs  25.76 GB") == std::string::npos);
 }
 
 TEST_CASE("13B QLoRA on an RTX 4090 fits", "[cli][fit]") {
