@@ -1061,10 +1061,10 @@ ScenarioInput torchtitan_llama3_8b() {
     in.seq_len = 8192;
     return in;
 }
-// What a run needs of its card: its total less the layers gathered ahead of
-// the compute, the step copies' own segments and the allocator's transient
-// reserve, which take only room the device has free.
-double needed(const MemoryBreakdown& m) { return m.total - m.gathered_ahead - m.step_segments - m.transient_reserve; }
+// What a run needs of its card: MemoryBreakdown::firm() (its total less the
+// elastic parts that take only room the device has free), plus a paged
+// optimizer's resident states, which these scenarios do not have.
+double needed(const MemoryBreakdown& m) { return m.firm() + m.managed; }
 // The remedy `fit` offers for a run `short_by` bytes over its card whose only
 // change is `change` (nullptr where none is), checked to need it.
 const Remedy* sole_remedy(Scenario s, double short_by, const std::string& change, FitReport& rep) {
