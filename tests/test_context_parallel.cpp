@@ -205,21 +205,29 @@ TEST_CASE("DeepSpeed ZeRO-2 reduces every micro-batch; ZeRO-1 once per step", "[
 }
 
 TEST_CASE("overlap_grad_reduce off: the gradient reduction waits for the end of backward", "[time][sharding]") {
-    // Llama-2-7B (Psi = 6,738,415,616), DeepSpeed convention (16-bit
-    // gradients, 2 Psi bytes), DDP over 8 H100 on NVSwitch gen3 (369 GB/s,
-    // 8.4 us per step). NCCL ring all-reduce: 2 x 7/8 x 2 Psi = 3.5 Psi bytes
-    // per rank; min(2 x 7, 2 log2 8 + 2) = 8 latency steps:
-    //   8 x 8.4 us + 3.5 Psi / 369e9 = 63.98 ms, all of it after the last
+    // Llama-2-7B (Psi = 6,738,415,616) under Megatron's DDP (fp32 main
+    // gradients, 4 Psi bytes) over 8 H100 on NVSwitch gen3 (450 GB/s x 0.82,
+    // 8.4 us per step). NCCL ring all-reduce: 2 x 7/8 x 4 Psi = 7 Psi bytes per
+    // rank; min(2 x 7, 2 log2 8 + 2) = 8 latency steps:
+    //   8 x 8.4 us + 7 Psi / 369e9 = 127.9 ms, all of it after the last
     // backward when nothing overlaps it. With the overlap (the default) the
     // backward of a micro-batch of 2048 tokens (>= 6 x 6.7e9 x 2048 x 2/3 FLOPs
     // = 55 ms at the 989 TFLOP/s peak) hides all but the last bucket.
     const double psi = 6'738'415'616.0;
-    const double allreduce = 8 * 8.4e-6 + 3.5 * psi / (450e9 * 0.82);
-    const std::vector<std::string> a{"llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "8"};
+    const double allreduce = 8 * 8.4e-6 + 7.0 * psi / (450e9 * 0.82);
+    const std::vector<std::string> a{"llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "8", "--framework", "megatron"};
     std::vector<std::string> b = a;
     b.insert(b.end(), {"--overlap-grad-reduce", "off"});
     const json on = sim(a), off = sim(b);
     CHECK(off["time"]["dp_comm_s"].get<double>() == Approx(allreduce).epsilon(1e-9));
     CHECK(off["time"]["dp_exposed_s"].get<double>() == Approx(allreduce).epsilon(1e-9));
     CHECK(on["time"]["dp_exposed_s"].get<double>() < 0.5 * allreduce);
+    // DeepSpeed's engine without ZeRO all-reduces the gradients after backward
+    // (engine.py backward -> allreduce_gradients -> buffered_allreduce_fallback):
+    // 16-bit gradients, 2 x 7/8 x 2 Psi = 3.5 Psi bytes, all exposed whatever
+    // overlap_grad_reduce says.
+    const json ds = sim({"llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "8", "--framework", "deepspeed"});
+    const double ds_allreduce = 8 * 8.4e-6 + 3.5 * psi / (450e9 * 0.82);
+    CHECK(ds["time"]["dp_comm_s"].get<double>() == Approx(ds_allreduce).epsilon(1e-9));
+    CHECK(ds["time"]["dp_exposed_s"].get<double>() == Approx(ds_allreduce).epsilon(1e-9));
 }

@@ -686,7 +686,22 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         tb.dp_exposed_s = reduces * exposed_rs + (t.tp_comm_overlap ? std::max(0.0, ag - stage_fwd / c.clock) : ag);
     } else {
         tb.dp_comm_s = dp_allreduce(grad_bytes);
-        tb.dp_exposed_s = std::max(0.0, tb.dp_comm_s - overlap) + (t.overlap_grad_reduce ? std::min(tb.dp_comm_s, last_bucket) : 0.0);
+        // torch DDP launches each bucket's all-reduce from the autograd hook on
+        // NCCL's stream while backward goes on, but what that hides is lost again:
+        // the all-reduce kernels share the SMs and memory with the backward
+        // kernels they overlap, which run slower beside them (NVIDIA/nccl#338:
+        // kernels overlapped with an all-reduce took 2-4x as long). Measured, the
+        // step grows by the whole reduction: 2 x RTX 3090 under HF Trainer
+        // (huggingface/transformers#9371, train_runtime per step over one GPU's)
+        // add 101 / 239-252 / 515 ms for GPT-2 / -medium / -large fp32 gradients
+        // without P2P, the same at block sizes 128 to 512 while the compute
+        // triples, and 17-19 / 29-44 / 82 ms over NVLink. DeepSpeed's engine
+        // without ZeRO reduces after backward anyway (engine.py backward ->
+        // allreduce_gradients -> buffered_allreduce_fallback). Megatron's DDP
+        // (--overlap-grad-reduce) keeps its overlap.
+        const bool additive = runs_torch_ddp(t) || (t.framework == Framework::DeepSpeed && t.zero_stage == 0 && t.fsdp == FsdpStrategy::None);
+        tb.dp_exposed_s = additive ? tb.dp_comm_s
+                                   : std::max(0.0, tb.dp_comm_s - overlap) + (t.overlap_grad_reduce ? std::min(tb.dp_comm_s, last_bucket) : 0.0);
         // torch.nn.parallel.DistributedDataParallel keeps its buckets apart from
         // the .grad tensors (gradient_as_bucket_view=False by default, PyTorch
         // DDP docs): torch/csrc/distributed/c10d/reducer.cpp
