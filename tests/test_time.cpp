@@ -353,6 +353,42 @@ TEST_CASE("GEMM shape efficiency against XLA's measured H100 matmul table", "[ti
     CHECK(errors[errors.size() / 2] < 0.04);
 }
 
+TEST_CASE("batched GEMMs (eager attention's per-head matmuls) share their waves: XLA's b > 1 rows", "[time][gemm]") {
+    // The same XLA sm_90 bf16 table, its batched entries (b GEMMs of m x n x k in
+    // one kernel, as torch.matmul runs q k^T and p v over batch x heads). The
+    // batch's tiles fill the SMs together; timing each GEMM of the batch alone
+    // would leave most SMs idle when one GEMM has few tiles: b = 4 of
+    // 1024 x 512 x 2048 (32 tiles each on 132 SMs) ran at 514 TFLOP/s, and
+    // alone-each would give 175.
+    struct Row {
+        double b, m, n, k, flops;
+    };
+    const Row rows[] = {
+        {4, 1024, 2048, 2048, 712739345502821}, {2, 4096, 4096, 2048, 763011394582711}, {4, 2048, 2048, 2048, 725746417032781},
+        {2, 2048, 4096, 1024, 678724288242730}, {4, 1024, 1024, 2048, 626088527113702}, {4, 512, 4096, 1024, 592245904026475},
+        {4, 1024, 512, 2048, 514244168582375},  {2, 512, 2048, 2048, 525314003913894},  {4, 256, 2048, 1024, 358870930481283},
+    };
+    trainplan::Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("h100-sxm");
+    s.cluster.gpu.sustained_matmul_flops = 0;  // five-run bursts, as above
+    s.setup.precision = trainplan::Precision::BF16Mixed;
+    std::vector<double> errors;
+    for (const Row& r : rows) {
+        const double flops = 2.0 * r.b * r.m * r.n * r.k;
+        const double modelled = flops / trainplan::matmul_seconds(s, r.m, r.n, r.k, r.b);
+        const double e = modelled / r.flops - 1.0;
+        INFO(r.b << " x " << r.m << " x " << r.n << " x " << r.k << ": modelled " << modelled / 1e12 << " TFLOP/s, measured " << r.flops / 1e12);
+        CHECK(std::abs(e) < 0.20);
+        errors.push_back(std::abs(e));
+    }
+    std::sort(errors.begin(), errors.end());
+    CHECK(errors[errors.size() / 2] < 0.10);
+    // One GEMM of the batch alone is a third of the rate the batch reaches.
+    const double alone = 2.0 * 1024 * 512 * 2048 / trainplan::matmul_seconds(s, 1024, 512, 2048);
+    CHECK(alone < 0.5 * 514244168582375.0);
+}
+
 TEST_CASE("a training step's GEMMs run at the power-saturated rate where it is measured", "[time][gemm][hardware]") {
     // stas00/ml-engineering commit 082816f, compute/accelerator/README.md MAMF/MSMF table:
     // H200 SXM bf16 holds 708.5 TFLOP/s at 8192 x 8448 x 20480 once at ~693 W (SM clock

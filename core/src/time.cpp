@@ -134,10 +134,12 @@ inline double ceil_positive(double x) {
     return whole < x ? whole + 1.0 : whole;
 }
 
-double gemm_s(double m, double n, double k, double act_bytes, const Hw& hw) {
-    if (m <= 0 || n <= 0 || k <= 0) return 0;
-    const double flops = 2.0 * m * n * k;
-    const double tiles = ceil_positive(m / 128.0) * ceil_positive(n / 128.0);
+// `batch` GEMMs of that shape in one batched kernel (torch.bmm / matmul over
+// leading dimensions): their tiles share the waves.
+double gemm_s(double m, double n, double k, double act_bytes, const Hw& hw, double batch = 1) {
+    if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+    const double flops = 2.0 * m * n * k * batch;
+    const double tiles = ceil_positive(m / 128.0) * ceil_positive(n / 128.0) * batch;
     const double waves = ceil_positive(tiles / hw.sms);
     const double wave_eff = tiles / (waves * hw.sms);
     // The per-tile fixed cost equals 64 steps of k at the 16-bit rate; a format
@@ -147,7 +149,7 @@ double gemm_s(double m, double n, double k, double act_bytes, const Hw& hw) {
     const double depth_eff = k / (k + 64.0 * rate);
     const double eff = hw.eff.gemm * wave_eff * depth_eff;
     const double t_compute = flops / (hw.peak * eff);
-    const double t_memory = act_bytes * (m * k + k * n + m * n) / hw.bw;
+    const double t_memory = batch * act_bytes * (m * k + k * n + m * n) / hw.bw;
     return std::max(t_compute, t_memory) + hw.eff.kernel_overhead_s;
 }
 
@@ -272,10 +274,12 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
         }
         case OpKind::AttentionScores:
         case OpKind::AttentionValues: {
-            // Batched GEMMs per head: s x s x d_head, full (no causal skipping).
+            // One batched GEMM over the micro-batch's heads, full (no causal
+            // skipping): scores q k^T are s x s with depth d_head, the values
+            // p v s x d_head with depth s; the heads' tiles fill the SMs together.
             const double heads = static_cast<double>(m.num_heads) / tp * static_cast<double>(t.micro_batch);
             const double d = static_cast<double>(m.head_dim);
-            fwd = heads * (gemm_s(sq, sq, d, a, hw) - hw.eff.kernel_overhead_s) + hw.eff.kernel_overhead_s;
+            fwd = o.kind == OpKind::AttentionScores ? gemm_s(sq, sq, d, a, hw, heads) : gemm_s(sq, d, sq, a, hw, heads);
             bwd = kEagerAttention.backward_matmuls * fwd;
             break;
         }
@@ -874,8 +878,8 @@ void cost_terms(const TimeContext& c, TimeEstimate& est) {
 
 TimeEstimate estimate_time(const Scenario& s) { return estimate_time(s, build_step_graph(s.model, s.setup)); }
 
-double matmul_seconds(const Scenario& s, double m, double n, double k) {
-    return gemm_s(m, n, k, activation_bytes_per_elem(s.setup.precision), make_hw(s));
+double matmul_seconds(const Scenario& s, double m, double n, double k, double batch) {
+    return gemm_s(m, n, k, activation_bytes_per_elem(s.setup.precision), make_hw(s), batch);
 }
 
 TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {

@@ -110,8 +110,8 @@ struct TimeEstimate {
 
 // One (m x k) by (k x n) matmul on the scenario's GPU in its precision's compute
 // format, as the step's time model runs every GEMM: seconds, the kernel's own
-// launch gap included.
-[[nodiscard]] double matmul_seconds(const Scenario& s, double m, double n, double k);
+// launch gap included; `batch` such matmuls in one batched kernel share its waves.
+[[nodiscard]] double matmul_seconds(const Scenario& s, double m, double n, double k, double batch = 1);
 
 // Model FLOPs per token: 6 x matmul parameters (incl. LM head) + 12 L h s
 // (attention scores and values, counted without causal savings as PaLM does).
