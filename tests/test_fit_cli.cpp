@@ -4,7 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <fstream>
+#include <regex>
 #include <set>
+#include <sstream>
 
 #include "helpers.hpp"
 
@@ -290,4 +293,36 @@ TEST_CASE("remedies are minimal: no supporting change the fit does not need, no 
     const auto j = nlohmann::json::parse(cli({"fit", "llama-2-7b", "--method", "lora", "--gpu", "rtx-4090", "--json"}).out);
     REQUIRE(!j["remedies"].empty());
     CHECK(j["remedies"][0]["title"] == "full activation recompute");
+}
+
+TEST_CASE("README's examples are what the commands print", "[cli][readme]") {
+    // Every ```text block of README.md that opens with one `$ trainplan ...` line
+    // and holds that command's output alone: run it in-process and compare. The
+    // search's wall time and its work counts (its threads prune in a different
+    // order each run; the layouts found do not change) are masked. A model change
+    // that moves a figure fails here until the README shows what users will see.
+    std::ifstream in(std::string(TRAINPLAN_SOURCE_DIR) + "/README.md");
+    REQUIRE(in);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    const std::string readme = buf.str();
+    const std::regex wall(R"((searched a space of [0-9]+ valid configurations in )[^\n]*\n(of those evaluated: )[^\n]*)");
+    const std::string open = "```text\n$ trainplan ";
+    int checked = 0;
+    for (std::size_t at = readme.find(open); at != std::string::npos; at = readme.find(open, at + 1)) {
+        const std::size_t line_end = readme.find('\n', at + open.size());
+        const std::size_t close = readme.find("```", line_end);
+        REQUIRE(close != std::string::npos);
+        const std::string command = readme.substr(at + open.size(), line_end - at - open.size());
+        const std::string shown = readme.substr(line_end + 1, close - line_end - 1);
+        if (shown.find("\n$ ") != std::string::npos || shown.rfind("$ ", 0) == 0) continue;  // several commands
+        std::vector<std::string> args;
+        std::istringstream words(command);
+        for (std::string w; words >> w;) args.push_back(w);
+        const auto r = cli(args);
+        CAPTURE(command);
+        CHECK(std::regex_replace(r.out, wall, "$1-\n$2-") == std::regex_replace(shown, wall, "$1-\n$2-"));
+        ++checked;
+    }
+    CHECK(checked >= 4);  // fit, simulate, plan, advise
 }
