@@ -41,10 +41,13 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
                              activation_bytes_per_elem(t.precision));
     if (t.param_offload != Offload::None) wnote = "offloaded to " + std::string(to_string(t.param_offload));
     row("weights", m.weights, wnote);
-    row("gradients", m.gradients,
-        t.zero_stage >= 2    ? fmt::format("sharded over {}", t.layout.dp)
-        : m.ddp_buckets > 0 ? "incl. " + gb(m.ddp_buckets) + " DDP bucket copy (gradient_as_bucket_view off)"
-                            : "");
+    std::string gnote = t.zero_stage >= 2    ? fmt::format("sharded over {}", t.layout.dp)
+                        : m.ddp_buckets > 0 ? "incl. " + gb(m.ddp_buckets) + " DDP bucket copy (gradient_as_bucket_view off)"
+                                            : "";
+    if (m.grads_at_step > 0)
+        gnote += (gnote.empty() ? "" : "; ") + std::string("the head's and one layer's at backward's start; all ") +
+                 gb(m.all_gradients() - m.ddp_buckets) + " from late in backward to the step (zero_grad frees them between steps)";
+    row("gradients", m.gradients, gnote);
     std::string onote = m.master_weights > 0 ? "incl. " + gb(m.master_weights) + " fp32 master weights" : "";
     if (t.optimizer_offload != Offload::None) onote = "offloaded to " + std::string(to_string(t.optimizer_offload));
     if (m.managed > 0) onote += (onote.empty() ? "" : "; ") + gb(m.managed) + " paged (unified memory: not in torch's allocated / reserved)";
@@ -57,10 +60,13 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
         m.logits <= 0          ? ""
         : t.fused_linear_ce ? "Liger fused linear cross-entropy: one token chunk's logits + the input's gradient"
                                : fmt::format("loss copies of the logits ({} stack)", to_string(t.stack)));
-    row("temporary", m.temporary,
-        m.peak_at_step ? "peak at the optimizer step: " + gb(m.step_copies) +
-                             " of " + step_copies_name(t) + ", partly in the freed activations' place"
-                       : "buffers, gathered layers, a layer's backward working set");
+    std::string tnote = "buffers, gathered layers, a layer's backward working set";
+    if (m.peak_at_step)
+        tnote = m.step_copies > 0 ? "peak at the optimizer step: " + gb(m.step_copies) + " of " + step_copies_name(t) +
+                                        (m.grads_at_step > 0 ? " beside every gradient" : "") + ", partly in the freed activations' place"
+                                  : "peak at the optimizer step: every gradient, in the freed activations' place";
+    if (m.peak_at_backward_end) tnote = "peak at backward's end: every gradient beside the first layer's backward working set";
+    row("temporary", m.temporary, tnote);
     row("framework", m.framework,
         m.nccl_communicators > 0 ? fmt::format("CUDA context, cuBLAS workspace, {} NCCL buffers of {} communicator{}{}", gb(m.nccl_buffers),
                                                m.nccl_communicators, m.nccl_communicators == 1 ? "" : "s",
@@ -68,6 +74,9 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
                                  : "CUDA context, cuBLAS workspace");
     std::string reserve_parts;
     if (m.step_segments > 0) reserve_parts += gb(m.step_segments) + " of new segments for the step's gradient copies (no freed block fits them)";
+    if (m.stream_pool > 0)
+        reserve_parts += (reserve_parts.empty() ? "" : ", ") + gb(m.stream_pool) +
+                         " of gradients freed into FSDP's own stream pool (forward cannot reuse them; given back before an out-of-memory)";
     if (m.gathered_ahead > 0)
         reserve_parts += (reserve_parts.empty() ? "" : ", ") + gb(m.gathered_ahead) +
                          " of layers gathered ahead of the compute (freed, held until the GPU reaches them; given back before an out-of-memory)";

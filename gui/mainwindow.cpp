@@ -766,7 +766,23 @@ void MainWindow::showResults() {
         if (mem_table_->item(r, 1)->text() != text) mem_table_->item(r, 1)->setText(text);
         // Where DeepSpeed's step copies set the peak, the temporary row is them
         // (beyond the freed activations): say so in its name.
-        const QString key = std::string_view(name) == "temporary" && m.peak_at_step ? QString("temporary (optimizer step)") : QString(name);
+        QString key = std::string_view(name) == "temporary" && m.peak_at_step ? QString("temporary (optimizer step)") : QString(name);
+        if (std::string_view(name) == "temporary" && m.peak_at_backward_end) key = "temporary (backward's end)";
+        // Gradients freed between steps: the row holds what backward's start holds,
+        // its tooltip the whole set and when it exists.
+        if (std::string_view(name) == "gradients") {
+            QString tip = memory_term_tooltip(name);
+            if (m.grads_at_step > 0) {
+                key = "gradients (backward's start)";
+                tip += QString("\n\nzero_grad frees them between steps: backward's start holds the head's and one layer's, "
+                               "and all %1 exist from late in backward to the optimizer step.")
+                           .arg(gbtext(m.all_gradients() - m.ddp_buckets));
+            }
+            if (mem_table_->item(r, 1)->toolTip() != tip) {
+                mem_table_->item(r, 0)->setToolTip(tip);
+                mem_table_->item(r, 1)->setToolTip(tip);
+            }
+        }
         if (mem_table_->item(r, 0)->text() != key) mem_table_->item(r, 0)->setText(key);
         ++r;
     }

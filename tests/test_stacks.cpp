@@ -344,7 +344,7 @@ TEST_CASE("stacks: a stack named without a framework keeps its own engine's book
     // parameter more under the transformers Trainer's own autocast.
     auto states = [&](const std::string& training) {
         const MemoryBreakdown m = estimate_memory(resolve(training, 1)).peak();
-        return m.weights + m.gradients + m.optimizer;
+        return m.weights + m.all_gradients() + m.optimizer;
     };
     CHECK(states("stack = \"hf-peft\"\n") - states("stack = \"hf-peft\"\nframework = \"deepspeed\"\n") ==
           Approx(2.0 * 6'738'415'616).epsilon(1e-3));
@@ -426,7 +426,7 @@ TEST_CASE("PEFT modules_to_save: a trained copy of the embedding and LM head bes
     CHECK(on.trainable_params - off.trainable_params == static_cast<std::int64_t>(n));
     CHECK(on.total_params - off.total_params == static_cast<std::int64_t>(n));
     CHECK(on.peak().weights - off.peak().weights == Approx(2 * n));
-    CHECK(on.peak().gradients - off.peak().gradients == Approx(2 * n));
+    CHECK(on.peak().all_gradients() - off.peak().all_gradients() == Approx(2 * n));
     CHECK(on.peak().optimizer - off.peak().optimizer == Approx(4 * n));
     // Under DeepSpeed's bookkeeping the copy gets the fp32 master and fp32 m, v: 12 B.
     s.setup.framework = Framework::DeepSpeed;
@@ -876,7 +876,7 @@ TEST_CASE("optimizer in backward: one tensor's gradient is resident, not the mod
     s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
     s.setup.precision = Precision::BF16;
     s.setup.framework = Framework::PyTorchAMP;
-    const double off = estimate_memory(s).peak().gradients;
+    const double off = estimate_memory(s).peak().all_gradients();
     CHECK(off == Approx(8030261248.0 * 2).epsilon(0.001));
     s.setup.optimizer_in_backward = true;
     CHECK(estimate_memory(s).peak().gradients == Approx(128256.0 * 4096 * 2).epsilon(0.001));
@@ -1141,12 +1141,12 @@ TEST_CASE("stacks: torch DDP keeps a gradient-sized bucket copy unless gradient_
     Scenario s = ddp_llama7b();
     const MemoryBreakdown ddp = estimate_memory(s).peak();
     CHECK(ddp.ddp_buckets == Approx(4.0 * psi).epsilon(1e-9));
-    CHECK(ddp.gradients == Approx(8.0 * psi).epsilon(1e-9));
+    CHECK(ddp.all_gradients() == Approx(8.0 * psi).epsilon(1e-9));
     // gradient_as_bucket_view = True: the gradients are the buckets.
     s.setup.ddp_bucket_view = true;
     const MemoryBreakdown view = estimate_memory(s).peak();
     CHECK(view.ddp_buckets == 0);
-    CHECK(view.gradients == Approx(4.0 * psi).epsilon(1e-9));
+    CHECK(view.all_gradients() == Approx(4.0 * psi).epsilon(1e-9));
     CHECK(ddp.total - view.total == Approx(4.0 * psi).epsilon(1e-6));
     // Stepping each gradient in backward frees the .grad tensors, not the buckets.
     s.setup.ddp_bucket_view = false;
@@ -1163,6 +1163,68 @@ TEST_CASE("stacks: torch DDP keeps a gradient-sized bucket copy unless gradient_
     s.setup.layout.dp = 2;
     s.setup.framework = Framework::Megatron;
     CHECK(estimate_memory(s).peak().ddp_buckets == 0);
+}
+
+TEST_CASE("stacks: zero_grad(set_to_none) frees the gradients between steps: backward's start holds the head's and one layer's", "[stacks][memory]") {
+    // torch >= 2.0 zero_grad() sets .grad to None (the HF Trainer calls model.zero_grad()
+    // after each step): with one micro-batch per step no gradient exists when backward
+    // starts, and backward writes them as it frees the activations. Llama-2-7B by hand:
+    // a decoder layer 4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096 = 202,383,360 params, the
+    // LM head 32,000 x 4,096 = 131,072,000 and the final norm 4,096; 6,738,415,616 in all.
+    // Full fine-tune under torch.autocast: fp32 gradients, 4 B each.
+    const double psi = kLlama2_7bParams;
+    const double held = 4.0 * (202383360.0 + 131072000.0 + 4096.0);
+    Scenario s = hf_llama7b("h200", Method::Full, Precision::BF16Mixed, 4096);
+    s.setup.framework = Framework::PyTorchAMP;
+    s.setup.micro_batch = 4;  // activations (~70 GB) outweigh every gradient and the step's copies
+    s.setup.grad_accum = 2;
+    const MemoryBreakdown acc = estimate_memory(s).peak();
+    s.setup.grad_accum = 1;
+    const MemoryBreakdown one = estimate_memory(s).peak();
+    // Accumulating micro-batches keep every gradient from the first backward on.
+    CHECK(acc.grads_at_step == 0);
+    CHECK(acc.gradients == Approx(4.0 * psi).epsilon(1e-9));
+    // One micro-batch: the head's and the first layer's gradients at backward's start.
+    CHECK(one.gradients == Approx(held).epsilon(1e-9));
+    CHECK(one.all_gradients() == Approx(4.0 * psi).epsilon(1e-9));
+    CHECK_FALSE(one.peak_at_step);
+    CHECK_FALSE(one.peak_at_backward_end);
+    CHECK(acc.allocated - one.allocated == Approx(4.0 * psi - held).epsilon(1e-9));
+    // A short micro-batch: the step is the peak, every gradient beside the step's
+    // copies, as when they accumulate.
+    s.setup.seq_len = 512;
+    s.setup.micro_batch = 1;
+    const MemoryBreakdown short_one = estimate_memory(s).peak();
+    s.setup.grad_accum = 2;
+    const MemoryBreakdown short_acc = estimate_memory(s).peak();
+    CHECK(short_one.peak_at_step);
+    CHECK(short_one.allocated == Approx(short_acc.allocated).epsilon(1e-12));
+    // FSDP over 8 ranks writes the gradient shards on its own stream: freed, they
+    // stay in that stream's pool, reserved beside the next forward (a block goes
+    // only to the stream that allocated it), though not allocated.
+    s.setup.seq_len = 4096;
+    s.setup.micro_batch = 4;
+    s.setup.grad_accum = 1;
+    s.cluster.num_gpus = 8;
+    s.setup.layout.dp = 8;
+    s.setup.zero_stage = 3;
+    s.setup.fsdp = FsdpStrategy::FullShard;
+    const MemoryBreakdown fsdp = estimate_memory(s).peak();
+    CHECK(fsdp.gradients == Approx(held / 8).epsilon(1e-9));
+    CHECK(fsdp.stream_pool == Approx((4.0 * psi - held) / 8).epsilon(1e-9));
+    // Engines that keep gradient buffers of their own: all of them at the peak.
+    s = hf_llama7b("h200", Method::Full, Precision::BF16Mixed, 4096);
+    s.setup.micro_batch = 4;
+    s.setup.framework = Framework::DeepSpeed;
+    CHECK(estimate_memory(s).peak().grads_at_step == 0);
+    s.setup.framework = Framework::Megatron;
+    CHECK(estimate_memory(s).peak().grads_at_step == 0);
+    // DDP with gradient_as_bucket_view: the gradients are views of the buckets it keeps.
+    s = ddp_llama7b();
+    s.setup.ddp_bucket_view = true;
+    CHECK(estimate_memory(s).peak().grads_at_step == 0);
+    s.setup.ddp_bucket_view = false;
+    CHECK(estimate_memory(s).peak().grads_at_step == Approx(4.0 * psi - held).epsilon(1e-9));
 }
 
 TEST_CASE("stacks: gradient_as_bucket_view is offered where the bucket copy is what overflows, and saves the copy back", "[stacks][memory][time][fit]") {
@@ -1335,7 +1397,7 @@ TEST_CASE("LitGPT under FSDP: gradients for the frozen weights, held unsharded w
     const double adapters = 32.0 * 2 * (8 * 4096 + 4096 * 8);
     // One micro-batch per step: no no_sync; each rank keeps its half.
     s.setup.grad_accum = 1;
-    CHECK(estimate_memory(s).peak().gradients == Approx((blocks + adapters) * 2.0 / 2).epsilon(1e-9));
+    CHECK(estimate_memory(s).peak().all_gradients() == Approx((blocks + adapters) * 2.0 / 2).epsilon(1e-9));
     // 128 micro-batches (batch 128 / micro-batch 1): the whole model's gradients.
     s.setup.grad_accum = 128;
     CHECK(estimate_memory(s).peak().gradients == Approx((blocks + adapters) * 2.0).epsilon(1e-9));

@@ -59,7 +59,8 @@ std::string given_back_text(const MemoryBreakdown& m) {
     if (m.gathered_ahead > 0) parts = gb(m.gathered_ahead) + " of layers gathered ahead";
     if (m.step_segments > 0) parts += (parts.empty() ? "" : " and ") + gb(m.step_segments) + " of the optimizer step's own segments";
     if (m.managed > 0) parts += (parts.empty() ? "" : " and ") + gb(m.managed) + " of paged optimizer states";
-    if (m.transient_reserve > 0) parts += (parts.empty() ? "" : " and ") + gb(m.transient_reserve) + " of the allocator's cached blocks";
+    if (m.transient_reserve + m.stream_pool > 0)
+        parts += (parts.empty() ? "" : " and ") + gb(m.transient_reserve + m.stream_pool) + " of the allocator's cached blocks";
     return parts;
 }
 
@@ -166,10 +167,11 @@ std::string describe_hardware(const Scenario& s) {
 nlohmann::json memory_json(const MemoryBreakdown& m) {
     return {
         {"weights_bytes", m.weights},       {"gradients_bytes", m.gradients}, {"ddp_bucket_bytes", m.ddp_buckets},
+        {"gradients_after_peak_bytes", m.grads_at_step}, {"peak_at_backward_end", m.peak_at_backward_end},
         {"optimizer_bytes", m.optimizer},   {"master_weights_bytes", m.master_weights},
         {"activations_bytes", m.activations}, {"logits_bytes", m.logits},
         {"temporary_bytes", m.temporary},   {"step_copies_bytes", m.step_copies}, {"peak_at_optimizer_step", m.peak_at_step},
-        {"step_segments_bytes", m.step_segments}, {"gathered_ahead_bytes", m.gathered_ahead}, {"transient_reserve_bytes", m.transient_reserve}, {"reserve_cut_bytes", m.reserve_cut},
+        {"step_segments_bytes", m.step_segments}, {"gathered_ahead_bytes", m.gathered_ahead}, {"transient_reserve_bytes", m.transient_reserve}, {"stream_pool_bytes", m.stream_pool}, {"reserve_cut_bytes", m.reserve_cut},
         {"framework_bytes", m.framework},   {"nccl_buffer_bytes", m.nccl_buffers}, {"nccl_communicators", m.nccl_communicators},
         {"nccl_nvls_bytes", m.nccl_nvls},
         {"fragmentation_bytes", m.fragmentation}, {"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved()}, {"total_bytes", m.total},

@@ -421,6 +421,18 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         }
         mem.gradients = std::min(mem.gradients, largest * tb.gradients / c.plan.dense.gradients);
     }
+    // ---- gradients freed between steps: torch's zero_grad(set_to_none=True)
+    // (training.hpp grads_freed_between_steps) drops every .grad after the step,
+    // and backward makes them again layer by layer as it frees the activations.
+    // At backward's start the loss head's and the first layer's gradients are
+    // written while every activation still lives; the rest exist only at the step.
+    if (grads_freed_between_steps(t) && mem.gradients > 0) {
+        const StageParams all = stage_params(g, c.plan, st.layers, first, last);
+        const StageParams held = stage_params(g, c.plan, std::min<double>(1, st.layers), false, last);
+        const double share = all.trainable() > 0 ? std::min(1.0, held.trainable() / all.trainable()) : 1.0;
+        mem.grads_at_step = mem.gradients * (1.0 - share);
+        mem.gradients -= mem.grads_at_step;
+    }
     mem.gradients += mem.ddp_buckets;
 
     // ---- activations: micro-batches in flight on this stage times the
@@ -586,6 +598,8 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         recomputed += static_cast<double>(st.layers - 1) * g.stored_full.bytes(sq, mb, tp, sp);
     // Held logits are not freed by the loss's backward: only the rest is reused.
     temp += std::max(0.0, recomputed - (mem.logits - held_logits));
+    // The part of it the freed logits' blocks hold: live again at backward's end.
+    const double hidden_working = std::min(recomputed, std::max(0.0, mem.logits - held_logits));
     if (runs_deepspeed_zero12(t)) {
         // DeepSpeed ZeRO-1/2 (contiguous_gradients, default true): each backward
         // allocates its reduce bucket(s), reduce_bucket_size elements in the
@@ -621,6 +635,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // one tensor. The CPU step of the offload path reads host copies instead. Mixed
     // precision only: fp32 training's flat copy, 4 B, is not counted.)
     double step_segments = 0;  // reserved beside backward's cached blocks (below)
+    // The gradients made again for the step, where they raise the peak: they take
+    // the blocks backward freed, not segments of their own.
+    double grads_in_temp = 0;
     if (runs_deepspeed_zero(t) && t.optimizer_offload == Offload::None && tb.master > 0) {
         double group = mem.master_weights / tb.master;  // elements of this rank's partition
         if (runs_deepspeed_zero3(t)) group = std::min(group, t.ds_sub_group_size);
@@ -660,9 +677,29 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // those raises the peak.
         const double states = mem.optimizer - mem.master_weights;
         mem.step_copies = states / 2.0;  // AdamW's two moments: one moment's bytes
-        const double backward = mem.activations + mem.logits + temp;
-        mem.peak_at_step = mem.step_copies > backward;
-        temp += std::max(0.0, mem.step_copies - backward);
+    }
+    double stranded = 0;  // freed gradients in a side stream's pool at backward's start (below)
+    if (!runs_deepspeed_zero(t)) {
+        // Where the peak falls: at backward's start (the activations, logits and
+        // buffers), at its end (gradients freed between steps made again, beside the
+        // last layer's working set, which had reused the logits' blocks), or at the
+        // step (those gradients and the step's own copies).
+        const double start = mem.activations + mem.logits + temp;
+        const double end = mem.grads_at_step > 0 ? mem.grads_at_step + temp + hidden_working : 0.0;
+        const double step = mem.grads_at_step + mem.step_copies;
+        const double peak = std::max({start, end, step});
+        mem.peak_at_step = step > start && step >= end;
+        mem.peak_at_backward_end = end > start && end > step;
+        // What the gradients add beyond the step copies' own excess is theirs.
+        grads_in_temp = (peak - start) - std::max(0.0, mem.step_copies - start);
+        temp += peak - start;
+        // FSDP writes the sharded gradients on its own stream (FSDP1's
+        // post-backward stream, FSDP2's reduce-scatter stream: the reduce-scatter
+        // output they are views of), and the caching allocator hands a freed block
+        // only to the stream that allocated it (CUDACachingAllocator.cpp
+        // get_free_block: the pool is keyed by stream). Freed by zero_grad, they stay
+        // reserved beside the next forward's activations and logits.
+        if (t.fsdp != FsdpStrategy::None) stranded = std::max(0.0, start + mem.grads_at_step - peak);
     }
     mem.temporary = temp;
 
@@ -685,7 +722,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // The caching allocator keeps freed blocks reserved: what it cannot reuse
     // grows with what it cycles through (activations, logits, buffers), not with
     // the persistent weights and states.
-    const double transient = mem.activations + mem.logits + mem.temporary;
+    const double transient = mem.activations + mem.logits + mem.temporary - grads_in_temp;
     mem.capacity = s.cluster.gpu.capacity_bytes;
     const auto reserve = [&] {
         // Three elastic parts, each taking only what the device has free beside
@@ -703,6 +740,9 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // as stated, above).
         mem.transient_reserve = take(transient * c.transient_frac);
         mem.reserve_cut = transient * c.transient_frac - mem.transient_reserve;
+        // The gradients stranded in FSDP's stream pool (above): whole segments
+        // with no live block, returned before an allocation fails.
+        mem.stream_pool = take(stranded);
         // The step copies' own segments, beside backward's freed blocks: after
         // backward the transient segments hold no live tensor, so their blocks
         // have merged back whole and can be returned.
@@ -711,7 +751,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // also wait for every pending stream event and return those blocks
         // (release_cached_blocks -> synchronize_and_free_events).
         mem.gathered_ahead = take(gathered_ahead);
-        mem.fragmentation = mem.allocated * c.frag_frac + mem.transient_reserve + mem.step_segments + mem.gathered_ahead;
+        mem.fragmentation = mem.allocated * c.frag_frac + mem.transient_reserve + mem.stream_pool + mem.step_segments + mem.gathered_ahead;
         mem.total = held;
     };
     reserve();

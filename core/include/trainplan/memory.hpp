@@ -103,6 +103,15 @@ struct MemoryBreakdown {
     double weights = 0;
     double gradients = 0;
     double ddp_buckets = 0;     // the part of `gradients` that is torch DDP's bucket copy
+    // Gradients that exist only from late in backward to the step (zero_grad
+    // set_to_none frees them between steps): not in `gradients`, which holds what
+    // backward's peak holds; `temporary` carries them when the step is the peak.
+    double grads_at_step = 0;
+    // Every gradient the run keeps, whenever it exists.
+    [[nodiscard]] double all_gradients() const { return gradients + grads_at_step; }
+    // The part of `fragmentation` that is those gradients' blocks in FSDP's own
+    // stream pool, reserved but unusable by the compute stream (memory.cpp).
+    double stream_pool = 0;
     double optimizer = 0;       // includes master weights
     double master_weights = 0;  // the part of `optimizer` that is the fp32 master copy
     double activations = 0;
@@ -113,6 +122,9 @@ struct MemoryBreakdown {
     // excess over the freed activations, logits and backward buffers.
     double step_copies = 0;
     bool peak_at_step = false;
+    // Gradients freed between steps make the peak at backward's end instead: the
+    // gradients made again beside the last layer's working set (memory.cpp).
+    bool peak_at_backward_end = false;
     // The part of `fragmentation` that is the step copies' own segments: those of
     // the copies no block backward freed could hold (memory.cpp).
     double step_segments = 0;
@@ -167,7 +179,7 @@ struct MemoryBreakdown {
     // a paged optimizer's resident states (the driver evicts unified-memory pages
     // to the host under pressure: bitsandbytes' paged optimizers exist to absorb
     // memory spikes, Dettmers et al. 2023, Sec. 3).
-    [[nodiscard]] double firm() const { return total - gathered_ahead - step_segments - transient_reserve - managed; }
+    [[nodiscard]] double firm() const { return total - gathered_ahead - step_segments - transient_reserve - stream_pool - managed; }
     // What the run could still take before an out-of-memory: capacity less firm().
     [[nodiscard]] double headroom() const { return capacity - firm(); }
 };

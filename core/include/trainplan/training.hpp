@@ -358,6 +358,19 @@ struct TrainingSetup {
     return t.framework == Framework::PyTorchAMP && t.fsdp == FsdpStrategy::None && t.zero_stage == 0 && t.layout.dp > 1;
 }
 
+// The training loop frees every gradient after the step and backward makes them
+// again: torch's optimizer.zero_grad() / Module.zero_grad() set .grad to None by
+// default since PyTorch 2.0 (release notes: "set_to_none=True by default"), as
+// the HF Trainer, Lightning / Fabric, torchtune and torchtitan call them. Not
+// while micro-batches accumulate into them, not where an engine keeps gradient
+// buffers of its own (DeepSpeed, Megatron's contiguous main_grad), not where
+// DDP's gradients are views into its persistent buckets, and not with the
+// optimizer run in backward (one gradient at a time already) or offloaded.
+[[nodiscard]] constexpr bool grads_freed_between_steps(const TrainingSetup& t) {
+    return t.framework == Framework::PyTorchAMP && !runs_deepspeed_zero(t) && t.grad_accum == 1 && t.layout.pp == 1 &&
+           !(runs_torch_ddp(t) && t.ddp_bucket_view) && !t.optimizer_in_backward && t.optimizer_offload == Offload::None;
+}
+
 // The recompute setting in words ("no recompute", "selective recompute", "full
 // recompute of the first 2 layer(s) per stage", ...), for reports and summaries.
 [[nodiscard]] std::string recompute_words(const TrainingSetup& t);
