@@ -88,8 +88,10 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
     row("fragmentation", m.fragmentation,
         reserve_parts.empty() ? "allocator reserve (" + share + ")" : "allocator reserve (" + share + "), incl. " + reserve_parts);
     out << "  " << std::string(27, '-') << '\n';
-    out << fmt::format("  {:<15}{:>12}   of {} capacity ({:.2f} GiB)\n", "total", gb(m.total), gb(m.capacity),
-                       m.capacity / units::GiB);
+    const double smi = s.cluster.gpu.smi_total_bytes;
+    out << fmt::format("  {:<15}{:>12}   of {} capacity ({:.2f} GiB{})\n", "total", gb(m.total), gb(m.capacity), m.capacity / units::GiB,
+                       smi > m.capacity * (1 + 1e-9) ? fmt::format(", what CUDA can allocate of the card's {:.2f}: the driver reserves the rest", smi / units::GiB)
+                                                     : "");
     out << fmt::format("  {:<15}{:>12}   torch.cuda.max_memory_allocated\n", "allocated", gb(m.allocated));
     out << fmt::format("  {:<15}{:>12}   torch.cuda.max_memory_reserved (allocated + reserve)\n", "reserved", gb(m.reserved()));
     if (m.cpu > 0) {

@@ -77,7 +77,7 @@ int run_gpus(const ListOptions& o, std::ostream& out, std::ostream& err) {
     if (o.json) {
         nlohmann::json j = nlohmann::json::array();
         for (const auto& g : *gpus)
-            j.push_back({{"id", g.id}, {"name", g.name}, {"capacity_bytes", g.capacity_bytes},
+            j.push_back({{"id", g.id}, {"name", g.name}, {"capacity_bytes", g.capacity_bytes}, {"smi_total_bytes", g.smi_total_bytes},
                          {"memory_bandwidth_bytes_per_s", g.memory_bandwidth_Bps}, {"bf16_flops", g.peak_flops(NumericFormat::BF16)},
                          {"fp8_flops", g.fp8_flops}, {"tdp_w", g.tdp_w}, {"nvlink", g.nvlink}, {"p2p", g.p2p},
                          {"price_usd", g.price_usd}, {"source", g.source}, {"shadows", shadows_json(presets, PresetKind::Gpu, g.id)}});
@@ -90,13 +90,14 @@ int run_gpus(const ListOptions& o, std::ostream& out, std::ostream& err) {
         const std::string hidden = presets.shadowed(PresetKind::Gpu, g.id);
         // No bf16 tensor cores (Volta): "-", as for fp8; fp16 is the card's tensor rate.
         out << fmt::format("{:<16} {:<40} {:>6.1f}Gi {:>9.2f} {:>10} {:>9} {:>6.0f}  {}{}\n", g.id, g.name,
-                           g.capacity_bytes / units::GiB, g.memory_bandwidth_Bps / units::TB,
+                           g.smi_total_bytes / units::GiB, g.memory_bandwidth_Bps / units::TB,
                            g.has_bf16_tensor_cores() ? fmt::format("{:.1f}", g.peak_flops(NumericFormat::BF16) / units::TFLOPS) : "-",
                            g.fp8_flops > 0 ? fmt::format("{:.0f}", g.fp8_flops / units::TFLOPS) : "-", g.tdp_w,
                            !g.nvlink.empty() ? g.nvlink : g.p2p ? "PCIe P2P" : "PCIe via host",
                            hidden.empty() ? "" : "  (user preset, shadows " + hidden + ")");
     }
-    out << fmt::format("{} GPUs. bf16 = dense tensor rate with fp32 accumulate.\n", gpus->size());
+    out << fmt::format("{} GPUs. memory = nvidia-smi's total (fit uses what CUDA reports, less the driver's reserve, where the preset gives it); "
+                       "bf16 = dense tensor rate with fp32 accumulate.\n", gpus->size());
     return 0;
 }
 

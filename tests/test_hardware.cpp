@@ -51,21 +51,21 @@ TEST_CASE("capacities are the driver's totals, not the marketed decimal GB", "[h
     // nvidia-smi "Memory-Usage" totals quoted in each preset:
     // Tesla V100-SXM2-32GB 32510 MiB; V100-SXM2-16GB 16160 MiB; RTX A6000 and RTX 6000 Ada
     // 49140 MiB (ECC off); A40 46068 MiB (ECC on, its default: 49140 x 15/16); RTX 5090 32607 MiB.
-    CHECK(tp_test::gpu("v100-sxm2-32gb").capacity_bytes == Approx(32510 * MiB).epsilon(0.001));
-    CHECK(tp_test::gpu("v100-sxm2-16gb").capacity_bytes == Approx(16160 * MiB).epsilon(0.001));
-    CHECK(tp_test::gpu("rtx-a6000").capacity_bytes == Approx(49140 * MiB).epsilon(0.001));
-    CHECK(tp_test::gpu("rtx-6000-ada").capacity_bytes == Approx(49140 * MiB).epsilon(0.001));
-    CHECK(tp_test::gpu("a40").capacity_bytes == Approx(49140 * MiB * 15 / 16).epsilon(0.001));
-    CHECK(tp_test::gpu("rtx-5090").capacity_bytes == Approx(32607 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("v100-sxm2-32gb").smi_total_bytes == Approx(32510 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("v100-sxm2-16gb").smi_total_bytes == Approx(16160 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("rtx-a6000").smi_total_bytes == Approx(49140 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("rtx-6000-ada").smi_total_bytes == Approx(49140 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("a40").smi_total_bytes == Approx(49140 * MiB * 15 / 16).epsilon(0.001));
+    CHECK(tp_test::gpu("rtx-5090").smi_total_bytes == Approx(32607 * MiB).epsilon(0.001));
     // Hopper with 94 / 96 GB HBM3: H100 NVL 95830 MiB, GH200 480GB (96 GB H100) 97871 MiB.
-    CHECK(tp_test::gpu("h100-nvl").capacity_bytes == Approx(95830 * MiB).epsilon(0.001));
-    CHECK(tp_test::gpu("gh200").capacity_bytes == Approx(97871 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("h100-nvl").smi_total_bytes == Approx(95830 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("gh200").smi_total_bytes == Approx(97871 * MiB).epsilon(0.001));
     // A10 and AWS A10G: 23028 MiB (NVIDIA/DCGM issue #232 on a g5; NVML 24,146,608,128 B for an
     // A10 in mayooot/detect-gpu issue #3).
-    CHECK(tp_test::gpu("a10").capacity_bytes == Approx(24146608128.0).epsilon(0.001));
-    CHECK(tp_test::gpu("a10g").capacity_bytes == Approx(23028 * MiB).epsilon(0.001));
+    CHECK(tp_test::gpu("a10").smi_total_bytes == Approx(24146608128.0).epsilon(0.001));
+    CHECK(tp_test::gpu("a10g").smi_total_bytes == Approx(23028 * MiB).epsilon(0.001));
     // A card sold as "32 GB" holds more than 32e9 bytes: the old decimal reading lost 6 %.
-    CHECK(tp_test::gpu("v100-sxm2-32gb").capacity_bytes > 32e9);
+    CHECK(tp_test::gpu("v100-sxm2-32gb").smi_total_bytes > 32e9);
 }
 
 TEST_CASE("an MI250X is two 64 GB devices to a process, not one 128 GB device", "[hardware][presets]") {

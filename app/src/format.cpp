@@ -156,7 +156,7 @@ std::string describe_params(const Scenario& s, std::int64_t trainable) {
 
 std::string describe_hardware(const Scenario& s) {
     const ClusterSpec& c = s.cluster;
-    std::string line = fmt::format("{} x {} ({:.1f} GiB)", c.num_gpus, c.gpu.name, c.gpu.capacity_bytes / units::GiB);
+    std::string line = fmt::format("{} x {} ({:.1f} GiB)", c.num_gpus, c.gpu.name, c.gpu.smi_total_bytes / units::GiB);
     if (c.num_gpus > 1) {
         line += fmt::format(", {} per node over {}", c.gpus_per_node, c.intra_node.name);
         if (c.num_nodes() > 1) line += fmt::format(", nodes over {}", c.inter_node.name);

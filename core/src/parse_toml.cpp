@@ -178,7 +178,9 @@ Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filenam
     if (auto v = r.string("notes")) g.notes = *v;
     if (auto v = r.boolean("consumer")) g.consumer = *v;
     if (auto v = r.number("memory_gb", 0.1, 1e6)) g.memory_gb_marketed = *v;
-    if (auto v = r.number("memory_gib", 0.1, 1e6, true)) g.capacity_bytes = *v * units::GiB;
+    if (auto v = r.number("memory_gib", 0.1, 1e6, true)) g.capacity_bytes = g.smi_total_bytes = *v * units::GiB;
+    const auto cuda_total = r.number("cuda_memory_mib", 1, 1e9);
+    if (cuda_total) g.capacity_bytes = *cuda_total * units::MiB;
     if (auto v = r.number("memory_bandwidth_gb_s", 1, 1e7, true)) g.memory_bandwidth_Bps = *v * units::GBps;
     auto tf = [&](const char* key, double& out) { if (auto v = r.number(key, 0.001, 1e6)) out = *v * units::TFLOPS; };
     tf("fp32_tflops", g.fp32_flops);
@@ -213,6 +215,9 @@ Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filenam
                                                    " must not exceed the burst GEMM rate, bf16 peak x matmul_efficiency = " +
                                                    detail::fixed(burst / units::TFLOPS, 1) + " TFLOP/s");
     }
+    if (errs.empty() && cuda_total && g.capacity_bytes > g.smi_total_bytes)
+        r.error("cuda_memory_mib", "cuda_memory_mib = " + detail::fixed(*cuda_total, 0) +
+                                       " must not exceed the card's total, memory_gib x 1024 = " + detail::fixed(g.smi_total_bytes / units::MiB, 0) + " MiB");
     if (!errs.empty()) return Error(errs);
     return g;
 }

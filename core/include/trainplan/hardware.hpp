@@ -12,7 +12,12 @@ struct GpuSpec {
     std::string id, name, vendor, architecture, source, notes;
     bool consumer = false;                  // GeForce: no P2P, half-rate fp32 accumulate
     double memory_gb_marketed = 0;
-    double capacity_bytes = 0;              // what the driver reports as total
+    // What a process can allocate: the CUDA total (cudaMemGetInfo, deviceQuery's
+    // totalGlobalMem), which is nvidia-smi's total less what the driver reserves
+    // (`nvidia-smi -q` "FB Memory Usage: Reserved", R510 drivers and later). The
+    // preset's cuda_memory_mib where sourced, else its nvidia-smi total.
+    double capacity_bytes = 0;
+    double smi_total_bytes = 0;             // nvidia-smi's total (the preset's memory_gib)
     double memory_bandwidth_Bps = 0;
     double fp32_flops = 0;                  // non-tensor
     double tf32_flops = 0;                  // dense tensor; 0 when unsupported
