@@ -427,10 +427,11 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
     // At backward's start the loss head's and the first layer's gradients are
     // written while every activation still lives; the rest exist only at the step.
     if (grads_freed_between_steps(t) && mem.gradients > 0) {
-        const StageParams all = stage_params(g, c.plan, st.layers, first, last);
-        const StageParams held = stage_params(g, c.plan, std::min<double>(1, st.layers), false, last);
-        const double share = all.trainable() > 0 ? std::min(1.0, held.trainable() / all.trainable()) : 1.0;
-        mem.grads_at_step = mem.gradients * (1.0 - share);
+        // Those gradients' bytes as the stage's are counted (stage_states: dtype,
+        // shards, frozen units' gradients), for one layer and the head's site.
+        MemoryBreakdown held;
+        stage_states(c, stage_params(g, c.plan, std::min<double>(1, st.layers), false, last), held);
+        mem.grads_at_step = std::max(0.0, mem.gradients - held.gradients);
         mem.gradients -= mem.grads_at_step;
     }
     mem.gradients += mem.ddp_buckets;
