@@ -129,6 +129,7 @@ bool field_applies(const Field& f, const Scenario& s) {
     if (key == "ds_overlap_comm") return runs_deepspeed_zero(t);
     if (key == "fsdp_limit_all_gathers") return t.fsdp != FsdpStrategy::None;
     if (key == "ds_gather_per_tensor") return t.zero_stage == 3 && t.fsdp == FsdpStrategy::None;
+    if (key == "ds_reduce_per_rank") return runs_deepspeed_zero12(t);
     if (key == "ddp_bucket_view") return runs_torch_ddp(t);
     return true;
 }

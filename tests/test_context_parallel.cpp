@@ -202,6 +202,19 @@ TEST_CASE("DeepSpeed ZeRO-2 reduces every micro-batch; ZeRO-1 once per step", "[
     const json z2o = run("deepspeed", "2", true);
     CHECK(z2["time"]["dp_exposed_s"].get<double>() == Approx(z2["time"]["dp_comm_s"].get<double>()).epsilon(1e-12));
     CHECK(z2o["time"]["dp_exposed_s"].get<double>() < 0.5 * z2["time"]["dp_exposed_s"].get<double>());
+    // DeepSpeed before v0.12.4 (ds_reduce_per_rank): average_tensor ->
+    // allreduce_no_retain -> allreduce_and_copy all-reduces each bucket one
+    // destination rank's slice at a time, after get_accelerator().synchronize()
+    // under overlap_comm. The same bytes in ceil(Psi / 5e8) = 14 buckets x 8
+    // ranks = 112 collectives per reduce instead of 1, each 8 latency steps of
+    // 8.4 us (NVSwitch gen3; min(2 x 7, 2 log2 8 + 2) = 8): 4 reduces x 111 x 8
+    // x 8.4 us = 29.837 ms more, and none of it hidden although overlap_comm is on.
+    auto z2r_args = std::vector<std::string>{"llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--framework", "deepspeed", "--zero", "2",
+                                             "--global-batch", "32", "--ds-overlap-comm", "on", "--ds-reduce-per-rank", "on"};
+    const json z2r = sim(z2r_args);
+    CHECK(z2r["time"]["dp_comm_s"].get<double>() - z2["time"]["dp_comm_s"].get<double>() == Approx(4 * 111 * 8 * 8.4e-6).epsilon(1e-6));
+    CHECK(z2r["time"]["dp_exposed_s"].get<double>() == Approx(z2r["time"]["dp_comm_s"].get<double>()).epsilon(1e-12));
+    CHECK(z2r["time"]["dp_intra_node_bytes"].get<double>() == Approx(15.75 * psi).epsilon(1e-12));
 }
 
 TEST_CASE("overlap_grad_reduce off: the gradient reduction waits for the end of backward", "[time][sharding]") {

@@ -322,6 +322,10 @@ std::vector<Field> make_fields() {
         "training", "ds_gather_per_tensor", "--ds-gather-per-tensor", "ZeRO-3 per-tensor gathers (DeepSpeed < 0.6)", boolean(),
         "DeepSpeed ZeRO-3 of v0.3.13-v0.5.x: each parameter tensor gathered alone after a device sync, into one output per rank copied out one by one: host time per rank, per tensor and pass, exposed (default off: v0.6 and later, FSDP)",
         TP_AT(setup.ds_gather_per_tensor)));
+    f.push_back(row<&In::ds_reduce_per_rank>(
+        "training", "ds_reduce_per_rank", "--ds-reduce-per-rank", "ZeRO-1/2 reduce per rank (DeepSpeed < 0.12.4)", boolean(),
+        "DeepSpeed ZeRO-1/2 before v0.12.4: each gradient bucket reduced one destination rank at a time, after a device synchronize under overlap_comm: the whole reduction exposed, in dp collectives per bucket (default off: v0.12.4 and later)",
+        TP_AT(setup.ds_reduce_per_rank)));
     f.push_back(row<&In::ds_reduce_bucket>("training", "ds_reduce_bucket", "--ds-reduce-bucket", "DeepSpeed reduce bucket",
                                            number(1, 1e12),
                                            "DeepSpeed zero_optimization.reduce_bucket_size in elements: ZeRO-1/2 copy gradients into a bucket this size, ZeRO-3 module by module before each reduce-scatter (default 5e8, DeepSpeed's)",

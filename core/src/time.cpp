@@ -669,7 +669,13 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         // per-destination path forced rank = None, an all-reduce too, until PR
         // #4946): twice a reduce-scatter's bytes. Megatron's distributed optimizer
         // and FSDP reduce-scatter.
-        const double rs = (ds ? dp_allreduce(grad_bytes, reduces) : dp_allgather(grad_bytes, reduces)) / reduces;
+        // DeepSpeed before v0.12.4 (training.hpp ds_reduce_per_rank) all-reduces
+        // each bucket one destination rank's slice at a time: as many
+        // collectives per bucket as ranks, each paying its latency.
+        const double collectives = ds && t.ds_reduce_per_rank
+                                       ? std::ceil(std::max(1.0, trainable) / t.ds_reduce_bucket) * plan.dp_group.size
+                                       : 1.0;
+        const double rs = (ds ? dp_allreduce(grad_bytes / collectives, reduces * collectives) : dp_allgather(grad_bytes, reduces)) / reduces;
         const double ag = dp_allgather(c.crit.trainable() * gather_elem);
         tb.dp_comm_s = reduces * rs + ag;
         double hidden = overlap;
@@ -679,10 +685,14 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
             // it average_tensor runs on the compute stream, between backward's
             // kernels (stage_1_and_2.py average_tensor: current_stream()). The
             // bucket still open when backward ends (half of reduce_bucket_size on
-            // average) is reduced in the epilogue after it.
-            hidden = ds_overlap_comm_on(t) ? stage_bwd / c.clock : 0.0;
+            // average) is reduced in the epilogue after it. Before v0.12.4 a
+            // device synchronize ahead of every rank's slice under overlap_comm
+            // serializes backward and the reduction (training.hpp
+            // ds_reduce_per_rank): nothing is hidden.
+            const bool overlapped = ds_overlap_comm_on(t) && !t.ds_reduce_per_rank;
+            hidden = overlapped ? stage_bwd / c.clock : 0.0;
             const double elems = std::max(1.0, trainable);
-            tail = ds_overlap_comm_on(t) ? rs * std::min(1.0, 0.5 * t.ds_reduce_bucket / elems) : 0.0;
+            tail = overlapped ? rs * std::min(1.0, 0.5 * t.ds_reduce_bucket / elems) : 0.0;
         }
         // (What waits for backward's end is part of what backward could not hide:
         // under DeepSpeed never more than the reduction itself.)

@@ -75,6 +75,7 @@ struct ScenarioInput {
     std::optional<HeldOutputs> held_outputs;
     std::optional<bool> fsdp_limit_all_gathers;
     std::optional<bool> ds_gather_per_tensor;
+    std::optional<bool> ds_reduce_per_rank;
     std::optional<double> ds_reduce_bucket;
     std::optional<bool> ds_overlap_comm;
     std::optional<bool> fused_linear_ce;

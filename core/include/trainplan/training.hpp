@@ -223,6 +223,16 @@ struct TrainingSetup {
     // default for the stage (ds_overlap_comm_on).
     double ds_reduce_bucket = 5e8;
     std::optional<bool> ds_overlap_comm;
+    // DeepSpeed before v0.12.4 (PR #4695 added use_multi_rank_bucket_allreduce,
+    // default on): ZeRO-1/2 with reduce_scatter (the default) reduce each bucket
+    // one destination rank at a time (average_tensor -> allreduce_no_retain ->
+    // allreduce_and_copy, rank forced to None: an all-reduce of that rank's
+    // slice), and under overlap_comm allreduce_and_copy synchronizes the device
+    // before each (v0.12.3 stage_1_and_2.py: get_accelerator().synchronize()).
+    // The host waits in backward's gradient hook for the compute queued so far
+    // and for the previous slice's reduction, so nothing overlaps: the whole
+    // reduction is exposed, in dp collectives per bucket, not one.
+    bool ds_reduce_per_rank = false;
     // A bitsandbytes paged optimizer (PagedAdamW, paged_adamw_32bit / _8bit): its
     // states are allocated in CUDA unified memory (bitsandbytes functional.py
     // get_paged: cudaMallocManaged), not by PyTorch's caching allocator, so
