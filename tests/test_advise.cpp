@@ -297,3 +297,31 @@ TEST_CASE("advise: '2x the GPUs' past one node is timed over the fabric simulate
     const json sim = tp_test::cli_json("simulate", {"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "16", "--method", "lora", "--global-batch", "64"});
     CHECK((*twice)["tokens_per_s"].get<double>() == Approx(sim["throughput"]["tokens_per_s"].get<double>()).epsilon(1e-9));
 }
+
+TEST_CASE("DeepSpeed before v0.12.4 under overlap_comm: upgrading is offered, timed as simulate times the new release", "[advise][zero]") {
+    // whyNLP's ZeRO-2 runs (December 2023): DeepSpeed v0.12.3's allreduce_and_copy
+    // synchronizes the device before each destination rank's slice, so the
+    // reduction over 8 A40s on PCIe is exposed whole although overlap_comm is on.
+    // v0.12.4 (PR #4695) all-reduces a bucket in one collective on the reduction
+    // stream: the remedy must time what `simulate` gives with the setting off.
+    const std::vector<std::string> base{"llama-2-7b", "--gpu", "a40", "--gpus", "8", "--framework", "deepspeed", "--zero", "2",
+                                        "--global-batch", "8", "--ds-overlap-comm", "on"};
+    auto with = [&](std::vector<std::string> extra) {
+        auto a = base;
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    const json rep = advise(with({"--ds-reduce-per-rank", "on"}));
+    CHECK(rep["diagnosis"]["bottleneck"] == "communication");
+    const json upgraded = tp_test::cli_json("simulate", with({"--ds-reduce-per-rank", "off"}));
+    bool found = false;
+    for (const auto& rem : rep["remedies"]) {
+        if (rem["title"] != "DeepSpeed v0.12.4 or later, overlap_comm on") continue;
+        found = true;
+        CHECK(rem["tokens_per_s"].get<double>() == Approx(upgraded["throughput"]["tokens_per_s"].get<double>()).epsilon(1e-9));
+        CHECK(rem["speedup"].get<double>() > 1.1);
+    }
+    CHECK(found);
+    // Already on a release that overlaps: nothing to offer.
+    for (const auto& rem : advise(with({"--ds-reduce-per-rank", "off"}))["remedies"]) CHECK(rem["title"] != "DeepSpeed v0.12.4 or later, overlap_comm on");
+}

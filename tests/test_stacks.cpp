@@ -1515,6 +1515,10 @@ TEST_CASE("the assumes line says how DeepSpeed ZeRO-1/2 reduce their gradients",
     CHECK(app::describe_setup(s).find("DeepSpeed all-reduces gradient buckets on the compute stream (overlap_comm off)") != std::string::npos);
     s.setup.ds_overlap_comm = true;
     CHECK(app::describe_setup(s).find("on its own stream under backward (overlap_comm)") != std::string::npos);
+    // Before v0.12.4 the synchronize per destination rank leaves overlap_comm nothing to hide.
+    s.setup.ds_reduce_per_rank = true;
+    CHECK(app::describe_setup(s).find("a device synchronize before each: overlap_comm hides none of it") != std::string::npos);
+    s.setup.ds_reduce_per_rank = false;
     // ZeRO-3 says where it gathers: on its own stream by DeepSpeed's default.
     s.setup.zero_stage = 3;
     s.setup.ds_overlap_comm.reset();

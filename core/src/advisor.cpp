@@ -133,6 +133,11 @@ void same_hardware_remedies(Catalogue& c) {
     c.addresses({B::Communication, B::Memory});
     c.add("DeepSpeed overlap_comm", "ZeRO-1/2 reduce the gradient buckets on their own stream under backward; two reduce buckets resident", false,
           [](Scenario& x, Changes& ch, Advice&) { return set_ds_overlap_comm(x, ch); });
+    c.addresses({B::Communication, B::Memory});
+    if (t.ds_reduce_per_rank)
+        c.add("DeepSpeed v0.12.4 or later, overlap_comm on",
+              "one all-reduce per gradient bucket with no device synchronize per rank (PR #4695): the reduction overlaps backward; two reduce buckets resident",
+              false, [](Scenario& x, Changes& ch, Advice&) { return upgrade_ds_reduce(x, ch); });
     c.addresses({B::Memory, B::Communication});
     if (runs_deepspeed_zero3(t))
         c.add("DeepSpeed sub_group_size=1e8", "the step copies the gradients to fp32 1e8 elements at a time", false,

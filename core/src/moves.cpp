@@ -130,6 +130,18 @@ bool set_ds_overlap_comm(Scenario& s, Changes& ch) {
     return true;
 }
 
+bool upgrade_ds_reduce(Scenario& s, Changes& ch) {
+    const TrainingSetup& t = s.setup;
+    if (!runs_deepspeed_zero12(t) || t.layout.dp * t.layout.cp <= 1 || !t.ds_reduce_per_rank) return false;
+    ch.note("ds_reduce_per_rank", "on", "off");
+    s.setup.ds_reduce_per_rank = false;
+    if (!ds_overlap_comm_on(t)) {
+        ch.note("ds_overlap_comm", "off", "on");
+        s.setup.ds_overlap_comm = true;
+    }
+    return true;
+}
+
 bool shrink_ds_sub_group(Scenario& s, Changes& ch) {
     constexpr double kSmaller = 1e8;
     if (!runs_deepspeed_zero3(s.setup) || s.setup.ds_sub_group_size <= kSmaller || !estimate_memory(s).peak().peak_at_step) return false;

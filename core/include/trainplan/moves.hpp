@@ -53,6 +53,8 @@ bool set_optimizer_in_backward(Scenario& s, Changes& ch);
 // DeepSpeed ZeRO-1/2 overlap_comm on: the gradient buckets are reduced on their own
 // stream under backward (and double-buffered); false where it does not apply or is on.
 bool set_ds_overlap_comm(Scenario& s, Changes& ch);
+// DeepSpeed v0.12.4 or later with overlap_comm, where the run reduces per rank (training.hpp ds_reduce_per_rank).
+bool upgrade_ds_reduce(Scenario& s, Changes& ch);
 // DeepSpeed ZeRO-3 sub_group_size down to 1e8 elements: the optimizer step copies
 // the gradients 1e8 elements at a time (false where the step's copies are not what
 // sets the peak, or the sub-groups are already that small).
