@@ -135,12 +135,16 @@ std::string describe_setup(const Scenario& s) {
                                    : "; fp32 LoRA adapters under autocast (weights cast per step)";
     // DeepSpeed ZeRO-1/2 reduce their gradient buckets with all-reduces, overlapped
     // with backward only under overlap_comm (time.cpp data_parallel_terms).
-    if (runs_deepspeed_zero12(t) && p.dp * p.cp > 1 && t.ds_reduce_per_rank)
-        line += ds_overlap_comm_on(t) ? "; DeepSpeed before v0.12.4 all-reduces each bucket a rank's slice at a time, a device synchronize before each: overlap_comm hides none of it"
-                                      : "; DeepSpeed before v0.12.4 all-reduces each bucket a rank's slice at a time, on the compute stream (overlap_comm off)";
-    else if (runs_deepspeed_zero12(t) && p.dp * p.cp > 1)
-        line += ds_overlap_comm_on(t) ? "; DeepSpeed all-reduces gradient buckets on its own stream under backward (overlap_comm)"
-                                  : "; DeepSpeed all-reduces gradient buckets on the compute stream (overlap_comm off)";
+    // Before v0.12.4 (ds_reduce_per_rank) a rank's slice at a time, each after a
+    // device synchronize under overlap_comm.
+    if (runs_deepspeed_zero12(t) && p.dp * p.cp > 1) {
+        if (t.ds_reduce_per_rank)
+            line += ds_overlap_comm_on(t) ? "; DeepSpeed before v0.12.4 all-reduces each bucket a rank's slice at a time, a device synchronize before each: overlap_comm hides none of it"
+                                          : "; DeepSpeed before v0.12.4 all-reduces each bucket a rank's slice at a time, on the compute stream (overlap_comm off)";
+        else
+            line += ds_overlap_comm_on(t) ? "; DeepSpeed all-reduces gradient buckets on its own stream under backward (overlap_comm)"
+                                          : "; DeepSpeed all-reduces gradient buckets on the compute stream (overlap_comm off)";
+    }
     // Where the host gathers layers ahead of the compute (memory.cpp).
     if (shard_plan(s).gathers_weights && gathers_ahead_of_compute(t))
         line += runs_deepspeed_zero3(t) ? "; DeepSpeed ZeRO-3 gathers on its own stream (overlap_comm), the host a launch queue ahead of the GPU"

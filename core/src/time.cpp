@@ -672,9 +672,8 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         // DeepSpeed before v0.12.4 (training.hpp ds_reduce_per_rank) all-reduces
         // each bucket one destination rank's slice at a time: as many
         // collectives per bucket as ranks, each paying its latency.
-        const double collectives = ds && t.ds_reduce_per_rank
-                                       ? std::ceil(std::max(1.0, trainable) / t.ds_reduce_bucket) * plan.dp_group.size
-                                       : 1.0;
+        const double elems = std::max(1.0, trainable);
+        const double collectives = ds && t.ds_reduce_per_rank ? std::ceil(elems / t.ds_reduce_bucket) * plan.dp_group.size : 1.0;
         const double rs = (ds ? dp_allreduce(grad_bytes / collectives, reduces * collectives) : dp_allgather(grad_bytes, reduces)) / reduces;
         const double ag = dp_allgather(c.crit.trainable() * gather_elem);
         tb.dp_comm_s = reduces * rs + ag;
@@ -691,7 +690,6 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
             // ds_reduce_per_rank): nothing is hidden.
             const bool overlapped = ds_overlap_comm_on(t) && !t.ds_reduce_per_rank;
             hidden = overlapped ? stage_bwd / c.clock : 0.0;
-            const double elems = std::max(1.0, trainable);
             tail = overlapped ? rs * std::min(1.0, 0.5 * t.ds_reduce_bucket / elems) : 0.0;
         }
         // (What waits for backward's end is part of what backward could not hide:
