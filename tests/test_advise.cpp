@@ -323,5 +323,6 @@ TEST_CASE("DeepSpeed before v0.12.4 under overlap_comm: upgrading is offered, ti
     }
     CHECK(found);
     // Already on a release that overlaps: nothing to offer.
-    for (const auto& rem : advise(with({"--ds-reduce-per-rank", "off"}))["remedies"]) CHECK(rem["title"] != "DeepSpeed v0.12.4 or later, overlap_comm on");
+    const json current = advise(with({"--ds-reduce-per-rank", "off"}));
+    for (const auto& rem : current["remedies"]) CHECK(rem["title"] != "DeepSpeed v0.12.4 or later, overlap_comm on");
 }
