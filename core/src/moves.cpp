@@ -135,10 +135,7 @@ bool upgrade_ds_reduce(Scenario& s, Changes& ch) {
     if (!runs_deepspeed_zero12(t) || t.layout.dp * t.layout.cp <= 1 || !t.ds_reduce_per_rank) return false;
     ch.note("ds_reduce_per_rank", "on", "off");
     s.setup.ds_reduce_per_rank = false;
-    if (!ds_overlap_comm_on(t)) {
-        ch.note("ds_overlap_comm", "off", "on");
-        s.setup.ds_overlap_comm = true;
-    }
+    set_ds_overlap_comm(s, ch);  // and overlap_comm on, where it is off
     return true;
 }
 
