@@ -782,6 +782,43 @@ TEST_CASE("stacks: eager RoPE reads and writes q and k ten times forward, a fuse
     CHECK(eager_launches - fused.launches[static_cast<int>(Site::Layer)] == (14 - 2) + 2 * (8 - 1));
 }
 
+TEST_CASE("stacks: the loss's HBM traffic per logit, kernel by kernel of each stack's loss code", "[stacks][time]") {
+    auto loss = [](const StepGraph& g) {
+        for (const OpDef& o : g.ops)
+            if (o.role == OpRole::Loss) return o;
+        FAIL("no loss op");
+        return OpDef{};
+    };
+    const double V = 128256;  // Llama-3-8B
+    // Megatron's vocab_parallel_cross_entropy on output.float(), by hand (bytes
+    // per logit at bf16): the cast reads 2 and writes 4; torch.max reads 4; the
+    // maximum subtracted reads and writes 4 + 4; torch.exp into the buffer 4 + 4;
+    // the sum reads 4; div_ 4 + 4: 38 B. Backward: grad_input.mul_ 4 + 4 and the
+    // cast's backward 4 + 2: 14 B.
+    const OpDef mc = loss(graph("llama-3-8b", Stack::MegatronCore));
+    CHECK(mc.hbm_bytes_per_token == Approx(38.0 * V));
+    CHECK(mc.hbm_bytes_per_token * mc.bwd_hbm_factor == Approx(14.0 * V));
+    // transformers before 4.46: logits.float() 2 + 4, the shifted .contiguous()
+    // copy 4 + 4, log_softmax 4 + 4 (nll gathers one logit a row): 22 B.
+    // Backward: nll's zero-filled gradient 4, log_softmax's 4 + 4 + 4, the
+    // slice's zero-filled gradient and the copy into it 4 + 4 + 4, the cast's
+    // 4 + 2: 34 B.
+    const OpDef hf = loss(graph("llama-3-8b", Stack::HfPeft));
+    CHECK(hf.hbm_bytes_per_token == Approx(22.0 * V));
+    CHECK(hf.hbm_bytes_per_token * hf.bwd_hbm_factor == Approx(34.0 * V));
+    // A fused cross-entropy kernel on 16-bit logits (flash-attn's in llm-foundry,
+    // Unsloth's): one read forward; backward a read and a write: 2 B and 4 B.
+    for (Stack st : {Stack::LlmFoundry, Stack::Unsloth}) {
+        CAPTURE(to_string(st));
+        const OpDef f = loss(graph("llama-3-8b", st));
+        CHECK(f.hbm_bytes_per_token == Approx(2.0 * V));
+        CHECK(f.hbm_bytes_per_token * f.bwd_hbm_factor == Approx(4.0 * V));
+    }
+    // Under fp32 training the activation-dtype passes are 4 B too: Megatron's
+    // forward is 10 passes of 4 B.
+    CHECK(loss(graph("llama-3-8b", Stack::MegatronCore, Precision::FP32)).hbm_bytes_per_token == Approx(40.0 * V));
+}
+
 TEST_CASE("paged optimizer: states in unified memory, outside torch's allocated bytes, paged out before an out-of-memory", "[stacks][memory]") {
     // torchtune PR #527 ('Full finetune < 16GB', recipes/configs/7B_full_single_device_low_memory.yaml):
     // Llama-2-7B, pure bf16, bitsandbytes PagedAdamW stepped in backward, activation

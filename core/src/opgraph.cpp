@@ -869,14 +869,15 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         const int fp32 = b.tensor("logits_fp32", V * lc.fp32, 4.0, TP);
         b.g.tensors.back().logits = true;
         loss.saves.push_back(fp32);
-        // HBM traffic: read the logits, write the probabilities, write the
-        // gradient of the logits (fp32 where the loss runs in fp32); as much
-        // again backward.
-        // Fused: the gradients are made in forward (the chunk's logits written,
-        // read and rewritten in place; grad_input written); backward scales
-        // grad_input only.
-        loss.hbm_bytes_per_token = t.fused_linear_ce ? 3 * V * a + h * a : V * a + 2 * V * (lc.fp32 > 0 ? 4.0 : a);
-        loss.bwd_hbm_factor = t.fused_linear_ce ? 2 * h * a / loss.hbm_bytes_per_token : 1.0;
+        // HBM traffic: the stack's passes over logits-sized tensors, each kernel
+        // of its loss code counted (data/defaults.toml [stack.*] loss_passes).
+        // Fused linear cross-entropy: the gradients are made in forward (the
+        // chunk's logits written, read and rewritten in place; grad_input
+        // written); backward scales grad_input only.
+        const double fwd = V * (sc.loss_fwd_passes16 * a + sc.loss_fwd_passes32 * 4.0);
+        const double bwd = V * (sc.loss_bwd_passes16 * a + sc.loss_bwd_passes32 * 4.0);
+        loss.hbm_bytes_per_token = t.fused_linear_ce ? 3 * V * a + h * a : fwd;
+        loss.bwd_hbm_factor = t.fused_linear_ce ? 2 * h * a / loss.hbm_bytes_per_token : fwd > 0 ? bwd / fwd : 0.0;
     }
 
     // --- stored bytes per recompute policy

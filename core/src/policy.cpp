@@ -229,6 +229,14 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.loss_logit_copies = r.non_negative(from("loss_logit_copies"), sec, "loss_logit_copies");
         c.loss_fp32_copies = r.non_negative(from("loss_fp32_copies"), sec, "loss_fp32_copies");
         c.loss_in_model = r.boolean(from("loss_in_model"), sec, "loss_in_model");
+        {
+            const std::string lp = sec + ".loss_passes";
+            const toml::table& passes = r.sub(from("loss_passes"), sec, "loss_passes");
+            c.loss_fwd_passes16 = r.non_negative(passes, lp, "fwd16");
+            c.loss_fwd_passes32 = r.non_negative(passes, lp, "fwd32");
+            c.loss_bwd_passes16 = r.non_negative(passes, lp, "bwd16");
+            c.loss_bwd_passes32 = r.non_negative(passes, lp, "bwd32");
+        }
         c.norm_saved_bytes = r.non_negative(from("norm_saved_bytes"), sec, "norm_saved_bytes");
         c.fused_elementwise = r.boolean(from("fused_elementwise"), sec, "fused_elementwise");
         c.fused_rope = r.boolean(from("fused_rope"), sec, "fused_rope");

@@ -42,6 +42,10 @@ struct StackConventions {
     double loss_tp_logit_copies = 0;
     double loss_tp_fp32_copies = 0;
     std::string loss_tp;
+    // HBM passes over logits-sized tensors the loss makes (each read or write of
+    // one, a reduction's read included), in the activation dtype and in fp32,
+    // forward and backward (data/defaults.toml [stack.*] loss_passes).
+    double loss_fwd_passes16 = 0, loss_fwd_passes32 = 0, loss_bwd_passes16 = 0, loss_bwd_passes32 = 0;
     // The loss is the model code's own (transformers' CrossEntropyLoss on the
     // logits its forward returns): the copies above assume the model upcasts
     // them; a model that does not gets loss_copies() (opgraph.hpp) instead.
