@@ -782,6 +782,36 @@ TEST_CASE("stacks: eager RoPE reads and writes q and k ten times forward, a fuse
     CHECK(eager_launches - fused.launches[static_cast<int>(Site::Layer)] == (14 - 2) + 2 * (8 - 1));
 }
 
+TEST_CASE("stacks: SwiGLU's element-wise traffic, eager (silu, then a product) and as one fused kernel", "[stacks][time]") {
+    // Per token and FFN element of Llama-2-7B (ffn 11,008), in 16-bit passes.
+    // Eager (transformers' act_fn(gate) * up): silu reads gate, writes act (2);
+    // the product reads act and up, writes it (3). Backward: MulBackward0's two
+    // products, each reading two and writing one (6), silu_backward reading
+    // d(act) and gate, writing d(gate) (3). A fused kernel (Megatron-Core's swiglu
+    // under torch.compile, Liger's, Unsloth's) reads gate and up and writes the
+    // product (3); backward reads d(product), gate and up and writes d(gate) and
+    // d(up) (5).
+    auto swiglu = [](const StepGraph& g) {
+        double fwd = 0, bwd = 0;
+        for (const OpDef& o : g.ops)
+            if (o.role == OpRole::ActFn || o.role == OpRole::ActMul) {
+                fwd += o.hbm_bytes_per_token;
+                bwd += o.hbm_bytes_per_token * o.bwd_hbm_factor;
+            }
+        return std::pair{fwd, bwd};
+    };
+    const double f2 = 11008.0 * 2;
+    const auto eager = swiglu(graph("llama-2-7b", Stack::HfPeft));
+    CHECK(eager.first == Approx(5 * f2));
+    CHECK(eager.second == Approx(9 * f2));
+    for (Stack st : {Stack::MegatronCore, Stack::Unsloth}) {
+        CAPTURE(to_string(st));
+        const auto fused = swiglu(graph("llama-2-7b", st));
+        CHECK(fused.first == Approx(3 * f2));
+        CHECK(fused.second == Approx(5 * f2));
+    }
+}
+
 TEST_CASE("stacks: the loss's HBM traffic per logit, kernel by kernel of each stack's loss code", "[stacks][time]") {
     auto loss = [](const StepGraph& g) {
         for (const OpDef& o : g.ops)

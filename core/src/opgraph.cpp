@@ -716,12 +716,24 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             if (adapted(kLoraUp)) lora_adapter(b, "up_proj", t, mlp_in, h, ffn, R, a, lora_copies, cls);
             const int gate = b.tensor("gate", f, sa, TP);
             const int up = b.tensor("up", f, sa, TP);
-            b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * sa, {gate});
+            // HBM traffic per token, in units of f x sa. Eager: silu reads gate and
+            // writes act (2), the product reads act and up and writes it (3);
+            // backward, autograd's MulBackward0 runs two products, d(product) x up
+            // and d(product) x act, each reading two and writing one (6), and
+            // silu_backward reads d(act) and gate and writes d(gate) (3). A fused
+            // SwiGLU kernel (Megatron-Core's swiglu under its jit_fuser, Liger's,
+            // Unsloth's) reads gate and up and writes the product (3), and in
+            // backward reads d(product), gate and up and writes d(gate) and d(up)
+            // (5), recomputing silu in registers; its traffic is counted at act_fn.
+            const SwigluKernel sk = swiglu_kernel(t);
+            const bool fused_glu = sk != SwigluKernel::Eager;
+            OpDef& act_fn = b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, (fused_glu ? 3 : 2) * f * sa, {gate});
+            act_fn.bwd_hbm_factor = fused_glu ? 5.0 / 3.0 : 3.0 / 2.0;
             const int act = b.tensor("act", f, sa, TP);
             // A fused SwiGLU recomputes act(gate) in backward: keeps gate and up only.
-            const SwigluKernel sk = swiglu_kernel(t);
-            b.elementwise("act_mul", OpRole::ActMul, OpKind::Elementwise, TP, 3 * f * sa,
-                          sk != SwigluKernel::Eager ? InlineList<int, 8>{up} : InlineList<int, 8>{act, up});
+            OpDef& act_mul = b.elementwise("act_mul", OpRole::ActMul, OpKind::Elementwise, TP, fused_glu ? 0.0 : 3 * f * sa,
+                                           fused_glu ? InlineList<int, 8>{up} : InlineList<int, 8>{act, up});
+            act_mul.bwd_hbm_factor = 2.0;
             const int prod = b.tensor("act_x_up", f, sa, TP);
             OpDef& down = b.gemm("down_proj", OpRole::DownProj, width, h, TP, prod);
             // The packed kernel runs the down projection inside its own autograd
