@@ -58,7 +58,7 @@ void print_breakdown(std::ostream& out, const MemoryBreakdown& m, const StageMem
                     st.microbatches_in_flight == 1 ? "" : "es", to_string(t.recompute)));
     row("logits", m.logits,
         m.logits <= 0          ? ""
-        : t.fused_linear_ce ? "Liger fused linear cross-entropy: one token chunk's logits + the input's gradient"
+        : fused_linear_ce_on(t) ? "Liger fused linear cross-entropy: one token chunk's logits + the input's gradient"
                                : fmt::format("loss copies of the logits ({} stack)", to_string(t.stack)));
     std::string tnote = "buffers, gathered layers, a layer's backward working set";
     if (m.peak_at_step)

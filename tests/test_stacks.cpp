@@ -136,7 +136,7 @@ TEST_CASE("Liger's fused linear cross-entropy: one token chunk's logits and the 
     auto v = check_rules(u);
     REQUIRE(v.size() == 1);
     CHECK(v[0].rule == Rule::StackFusedLinearCe);
-    CHECK(v[0].message.find("fused_linear_ce = true needs a stack that runs it (generic-eager, hf-peft, hf-fused, deepspeed)") != std::string::npos);
+    CHECK(v[0].message.find("fused_linear_ce = true needs a stack that runs it (generic-eager, hf-peft, hf-fused, deepspeed, hf-liger)") != std::string::npos);
     // fit offers it where the logits overflow: Gemma-3-27B Q-LoRA on a 24 GB card,
     // 2.1 GB over with the generic loss's 14 B per logit, fits with the chunked one.
     Scenario g;
@@ -149,6 +149,33 @@ TEST_CASE("Liger's fused linear cross-entropy: one token chunk's logits and the 
     REQUIRE_FALSE(rep.fits);
     REQUIRE_FALSE(rep.remedies.empty());
     CHECK(rep.remedies[0].title == "Liger fused linear cross-entropy");
+}
+
+TEST_CASE("hf-liger: Liger's patch runs its fused linear cross-entropy unless told not to, and its RMSNorm and SwiGLU kernels", "[stacks][memory]") {
+    // Liger's apply_liger_kernel_to_llama defaults fused_linear_cross_entropy=True:
+    // unset, the hf-liger run keeps one chunk (132,808,704 B for Llama-3-8B at 8192
+    // tokens, as derived in the test above), not the 12 B per logit of hf-peft.
+    Scenario s = hf_llama7b("a100-sxm-80gb", Method::LoRA, Precision::BF16Mixed, 8192);
+    s.model = tp_test::model("llama-3-8b");
+    s.setup.stack = Stack::HfLiger;
+    CHECK(estimate_memory(s).peak().logits == 132'808'704);
+    CHECK(app::describe_setup(s).find("loss Liger fused linear cross-entropy") != std::string::npos);
+    // Turned off, the model's own loss: transformers' 12 B per logit.
+    Scenario off = s;
+    off.setup.fused_linear_ce = false;
+    CHECK(estimate_memory(off).peak().logits == Approx(8192.0 * 128256 * 12));
+    // Under tensor parallelism it cannot run: off by default, no error; asked for, refused.
+    Scenario tp = s;
+    tp.setup.layout.tp = 2;
+    CHECK_FALSE(fused_linear_ce_on(tp.setup));
+    tp.setup.fused_linear_ce = true;
+    CHECK_FALSE(check_rules(tp).empty());
+    // Per token and layer of Llama-2-7B: LigerRMSNorm keeps its 16-bit input (not
+    // transformers' fp32 copy: 2 norms x 4096 x 2 B fewer), LigerSiLUMulFunction keeps
+    // gate and up, not silu(gate) as well (11,008 x 2 B fewer).
+    const double peft = graph("llama-2-7b", Stack::HfPeft).stored_none.bytes(1, 1, 1, false);
+    const double liger = graph("llama-2-7b", Stack::HfLiger).stored_none.bytes(1, 1, 1, false);
+    CHECK(peft - liger == Approx(2 * 4096.0 * 2 + 11008.0 * 2));
 }
 
 TEST_CASE("stacks: eager RMSNorm's fp32 input copy and eager SwiGLU's extra tensor", "[stacks][memory]") {

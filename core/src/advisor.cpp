@@ -115,7 +115,7 @@ void same_hardware_remedies(Catalogue& c) {
         c.add("FlashAttention", "exact attention; needs fp16/bf16", false,
               [](Scenario& x, Changes& ch, Advice&) { return set_flash_attention(x, ch); });
     c.addresses({B::Memory});
-    if (!t.fused_linear_ce && fused_linear_ce_runs(t))
+    if (!fused_linear_ce_on(t) && fused_linear_ce_runs(t))
         c.add("Liger fused linear cross-entropy", "the head and loss in token chunks: the logits are never whole", false,
               [](Scenario& x, Changes& ch, Advice&) { return set_fused_linear_ce(x, ch); });
     if (fp32_stream(t))

@@ -105,6 +105,7 @@ constexpr EnumEntry kStack[] = {
     {TP_E(Stack, MegatronLegacy), "megatron-legacy", "", "Megatron-LM's megatron/model before Megatron-Core (2020-2023) and its forks: Apex norms, eager SwiGLU and RoPE"},
     {TP_E(Stack, MegatronDeepSpeed), "megatron-deepspeed", "", "Microsoft's Megatron-DeepSpeed (legacy Megatron model code, DeepSpeed engine and activation checkpointing)"},
     {TP_E(Stack, LlmFoundry), "llm-foundry", "mosaic,composer,mosaic-composer", "MosaicML llm-foundry on Composer (PyTorch FSDP, flash-attn's fused cross-entropy)"},
+    {TP_E(Stack, HfLiger), "hf-liger", "liger,liger-kernel", "transformers patched by Liger Kernel (use_liger_kernel / enable_liger_kernel): RMSNorm, RoPE, SwiGLU, fused linear cross-entropy"},
 };
 constexpr EnumEntry kAttention[] = {
     {TP_E(AttentionKernel, Flash1), "flash1", "flash-attn-1", "FlashAttention 1"},

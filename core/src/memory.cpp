@@ -477,7 +477,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         mem.activations += g.stored_last.bytes(sq, mb, tp, sp);
         mem.logits = (tp > 1 ? g.logits_tp : g.logits).bytes(sq, mb, tp, sp);
         // Liger's fused linear cross-entropy: its chunk and gradient buffers instead.
-        if (t.fused_linear_ce) mem.logits = fused_linear_ce_bytes(m, t, sq * mb);
+        if (fused_linear_ce_on(t)) mem.logits = fused_linear_ce_bytes(m, t, sq * mb);
     }
     // ---- model outputs the training loop holds through backward
     // (`outputs = model(batch); loss = outputs.loss; loss.backward()` keeps
@@ -494,7 +494,7 @@ StageMemory stage_memory(const MemoryContext& c, int i) {
         // (The 16-bit lm_head output where the model code does not upcast.)
         const double logit_bytes = m.logits_upcast ? 4.0 : w16;
         // (Liger's fused loss returns no logits while training with labels.)
-        if (last && !t.fused_linear_ce) held_logits = sq * mb * static_cast<double>(m.vocab) / tp * logit_bytes;
+        if (last && !fused_linear_ce_on(t)) held_logits = sq * mb * static_cast<double>(m.vocab) / tp * logit_bytes;
         if (t.held_outputs == HeldOutputs::LogitsKv)
             mem.activations += st.microbatches_in_flight * st.layers * 2.0 * sq * mb * static_cast<double>(m.kv_dim()) / tp * w16;
         // At the loss the held tensor is one of the loss's own copies when the

@@ -92,7 +92,7 @@ bool set_flash_attention(Scenario& s, Changes& ch) {
 
 bool set_fused_linear_ce(Scenario& s, Changes& ch) {
     const TrainingSetup& t = s.setup;
-    if (t.fused_linear_ce || !fused_linear_ce_runs(t)) return false;
+    if (fused_linear_ce_on(t) || !fused_linear_ce_runs(t)) return false;
     ch.note("fused_linear_ce", "off", "on", " (Liger: use_liger_kernel=True)");
     s.setup.fused_linear_ce = true;
     return true;

@@ -397,7 +397,7 @@ LossCopies loss_copies(const ModelSpec& m, const TrainingSetup& t, bool vocab_pa
     const StackConventions& sc = policy().stack(t.stack);
     // Liger's fused linear cross-entropy keeps no logits-sized tensor in the graph:
     // its chunk is a working buffer (fused_linear_ce_bytes).
-    if (t.fused_linear_ce)
+    if (fused_linear_ce_on(t))
         return {0, 0, "Liger fused linear cross-entropy (the head and loss in token chunks of about tokens x hidden logits, none kept)"};
     if (vocab_parallel && !sc.loss_in_model) return {sc.loss_tp_logit_copies, sc.loss_tp_fp32_copies, sc.loss_tp};
     if (!sc.loss_in_model || m.logits_upcast) return {sc.loss_logit_copies, sc.loss_fp32_copies, sc.loss};
@@ -427,6 +427,10 @@ double fused_linear_ce_bytes(const ModelSpec& m, const TrainingSetup& t, double 
 }
 
 bool fused_linear_ce_runs(const TrainingSetup& t) { return policy().stack(t.stack).liger_loss && t.layout.tp <= 1; }
+
+bool fused_linear_ce_on(const TrainingSetup& t) {
+    return t.fused_linear_ce.value_or(policy().stack(t.stack).fused_linear_ce_default && fused_linear_ce_runs(t));
+}
 
 SwigluKernel swiglu_kernel(const TrainingSetup& t) {
     const StackConventions& sc = policy().stack(t.stack);
@@ -472,6 +476,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // The stack's kernel conventions (data/defaults.toml [stack.*]).
     const StackConventions& sc = policy().stack(t.stack);
     const bool fused = sc.fused_elementwise;
+    const bool flce = fused_linear_ce_on(t);
     // PEFT's kbit preparation (fp32_stream) makes the stream between the matmuls
     // fp32: the embedding, norm weights and LM head are fp32, each 4-bit linear
     // returns its output in its input's dtype. `sa` is the bytes of those tensors
@@ -855,9 +860,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         if (m.tied_embeddings) head.weight.tied_copy = true;  // the shared matrix: copied here when pp > 1
         // Liger's fused linear cross-entropy makes the input's gradient in forward
         // and saves that instead (counted with its chunk: fused_linear_ce_bytes).
-        if (t.fused_linear_ce) head.saves = {};
+        if (flce) head.saves = {};
     }
-    if (m.final_logit_softcap > 0 && !sc.loss_fuses_softcap && !t.fused_linear_ce) {
+    if (m.final_logit_softcap > 0 && !sc.loss_fuses_softcap && !flce) {
         // Final logit soft-capping in model code (transformers Gemma2ForCausalLM,
         // LitGPT's do_softcapping: logits / cap, tanh, * cap, in 16-bit before any
         // upcast): three logits-sized passes, and tanh's output kept for its
@@ -888,8 +893,8 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // written); backward scales grad_input only.
         const double fwd = V * (sc.loss_fwd_passes16 * a + sc.loss_fwd_passes32 * 4.0);
         const double bwd = V * (sc.loss_bwd_passes16 * a + sc.loss_bwd_passes32 * 4.0);
-        loss.hbm_bytes_per_token = t.fused_linear_ce ? 3 * V * a + h * a : fwd;
-        loss.bwd_hbm_factor = t.fused_linear_ce ? 2 * h * a / loss.hbm_bytes_per_token : fwd > 0 ? bwd / fwd : 0.0;
+        loss.hbm_bytes_per_token = flce ? 3 * V * a + h * a : fwd;
+        loss.bwd_hbm_factor = flce ? 2 * h * a / loss.hbm_bytes_per_token : fwd > 0 ? bwd / fwd : 0.0;
     }
 
     // --- stored bytes per recompute policy

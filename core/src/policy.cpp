@@ -256,6 +256,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.tp_comm_overlap = r.boolean(from("tp_comm_overlap"), sec, "tp_comm_overlap");
         c.activation_offload = r.boolean(from("activation_offload"), sec, "activation_offload");
         c.liger_loss = r.boolean(from("liger_loss"), sec, "liger_loss");
+        c.fused_linear_ce_default = r.boolean(from("fused_linear_ce_default"), sec, "fused_linear_ce_default");
         c.packed_qkv = r.boolean(from("packed_qkv"), sec, "packed_qkv");
         c.expandable_segments = r.boolean(from("expandable_segments"), sec, "expandable_segments");
         c.optimizer_foreach = r.boolean(from("optimizer_foreach"), sec, "optimizer_foreach");

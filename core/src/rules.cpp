@@ -319,7 +319,7 @@ const Check kStructural[] = {
     {Rule::StackActivationOffload, "activation_offload", [](T(s)) { return s.setup.activation_offload && !caps(s).activation_offload; },
      [](T(s)) { return refused(s, "activation_offload = true", &StackConventions::activation_offload, false); }},
     {Rule::StackFusedLinearCe, "fused_linear_ce",
-     [](T(s)) { return s.setup.fused_linear_ce && !fused_linear_ce_runs(s.setup); },
+     [](T(s)) { return s.setup.fused_linear_ce.value_or(false) && !fused_linear_ce_runs(s.setup); },
      [](T(s)) {
          if (!caps(s).liger_loss) return refused(s, "fused_linear_ce = true", &StackConventions::liger_loss, false);
          return "fused_linear_ce = true needs tp = 1, got tp = " + num(s.setup.layout.tp) +

@@ -340,9 +340,17 @@ std::vector<Field> make_fields() {
             s.setup.ds_overlap_comm = on;
         }));
     f.back().contextual_default = true;  // follows the ZeRO stage
-    f.push_back(row<&In::fused_linear_ce>("training", "fused_linear_ce", "--fused-linear-ce", "Fused linear cross-entropy", boolean(),
-                                          "Liger's fused linear cross-entropy (transformers use_liger_kernel=True): the LM head and loss in token chunks, no whole logits (default off: the stack's own loss)",
-                                          TP_AT(setup.fused_linear_ce)));
+    f.push_back(row<&In::fused_linear_ce>(
+        "training", "fused_linear_ce", "--fused-linear-ce", "Fused linear cross-entropy", boolean(),
+        "Liger's fused linear cross-entropy (transformers use_liger_kernel=True): the LM head and loss in token chunks, no whole logits "
+        "(default: the stack's; on for hf-liger where tp = 1, off elsewhere: the stack's own loss)",
+        [](const Scenario& s) -> std::optional<FieldValue> { return to_value(fused_linear_ce_on(s.setup)); },
+        [](Scenario& s, const FieldValue& v) {
+            bool on = false;
+            from_value(v, on);
+            s.setup.fused_linear_ce = on;
+        }));
+    f.back().contextual_default = true;  // follows the stack
     f.push_back(row<&In::ds_sub_group_size>("training", "ds_sub_group_size", "--ds-sub-group-size", "DeepSpeed sub_group_size",
                                             number(1, 1e15),
                                             "DeepSpeed zero_optimization.sub_group_size in elements: the ZeRO-3 step copies one sub-group's gradients at a time (default 1e9, DeepSpeed's)",

@@ -318,6 +318,9 @@ struct LossCopies {
 // (data/defaults.toml [stack.*] liger_loss) and no tensor parallelism (it is not
 // vocabulary-parallel). The rule, the fit move, the advisor and the GUI ask this.
 [[nodiscard]] bool fused_linear_ce_runs(const TrainingSetup& t);
+// Whether the run uses it: as set, else the stack's default where it can run
+// (data/defaults.toml [stack.*] fused_linear_ce_default: Liger's patch turns it on).
+[[nodiscard]] bool fused_linear_ce_on(const TrainingSetup& t);
 
 // The gated activation's kernel in this run (data/defaults.toml [stack.*]
 // fused_swiglu, swiglu_fuses_packed): eager `act(gate) * up`; fused (keeps gate

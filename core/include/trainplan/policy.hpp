@@ -90,6 +90,8 @@ struct StackConventions {
     // Liger's fused linear cross-entropy can replace the model's head and loss
     // (transformers model code): data/defaults.toml [stack.*] liger_loss.
     bool liger_loss = false;
+    // ... and the run has it on unless told otherwise (Liger's model patch).
+    bool fused_linear_ce_default = false;
     // The model code computes q, k and v in one module whatever the architecture
     // (Megatron's linear_qkv): data/defaults.toml [stack.*] packed_qkv.
     bool packed_qkv = false;

@@ -86,6 +86,7 @@ enum class Stack {
     MegatronLegacy,  // Megatron-LM's megatron/model before Megatron-Core, and forks of it (Megatron-LLaMA)
     MegatronDeepSpeed,  // Microsoft's Megatron-DeepSpeed fork of it: DeepSpeed's activation checkpointing (--checkpoint-in-cpu)
     LlmFoundry,      // MosaicML llm-foundry on Composer (PyTorch FSDP, flash-attn's fused cross-entropy)
+    HfLiger,         // transformers patched by Liger Kernel (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy)
 };
 
 [[nodiscard]] const char* to_string(Method v);
@@ -258,7 +259,7 @@ struct TrainingSetup {
     // over chunks of the tokens sized so one chunk's logits are about tokens x
     // hidden elements; the logits are never whole, and none is kept for backward
     // (opgraph.cpp fused_linear_ce_bytes). Off: the stack's own loss.
-    bool fused_linear_ce = false;
+    std::optional<bool> fused_linear_ce;  // unset: the stack's default ([stack.*] fused_linear_ce_default)
     // DeepSpeed ZeRO-3 zero_optimization.sub_group_size (elements; DeepSpeed's
     // default 1e9, runtime/zero/config.py): the step walks the rank's partition
     // in sub-groups of at least this many elements (stage3.py
