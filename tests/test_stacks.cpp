@@ -837,6 +837,18 @@ TEST_CASE("stacks: SwiGLU's element-wise traffic, eager (silu, then a product) a
         CHECK(fused.first == Approx(3 * f2));
         CHECK(fused.second == Approx(5 * f2));
     }
+    // xformers' packed op where DeepSpeed ZeRO-2 flattens the weights (swiglu_op.py
+    // _SwiGLUFusedFunc): forward writes the product from the dual GEMM's epilogue
+    // (1); backward's silu_bw_fused reads gate, up and d(product) and writes
+    // d(gate), d(up) and the product again (6).
+    TrainingSetup t;
+    t.stack = Stack::HfFused;
+    t.framework = Framework::DeepSpeed;
+    t.zero_stage = 2;
+    REQUIRE(swiglu_kernel(t) == SwigluKernel::PackedFused);
+    const auto packed = swiglu(build_step_graph(tp_test::model("llama-2-7b"), t));
+    CHECK(packed.first == Approx(1 * f2));
+    CHECK(packed.second == Approx(6 * f2));
 }
 
 TEST_CASE("stacks: the loss's HBM traffic per logit, kernel by kernel of each stack's loss code", "[stacks][time]") {

@@ -730,10 +730,17 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             // Unsloth's) reads gate and up and writes the product (3), and in
             // backward reads d(product), gate and up and writes d(gate) and d(up)
             // (5), recomputing silu in registers; its traffic is counted at act_fn.
+            // xformers' packed op (swiglu_op.py _SwiGLUFusedFunc) makes the
+            // product in the dual GEMM's epilogue, gate and up still in registers
+            // (1: the write), and its backward silu_bw_fused reads gate, up and
+            // d(product) and writes d(gate), d(up) and the product again for the
+            // down projection's weight gradient (6).
             const SwigluKernel sk = swiglu_kernel(t);
             const bool fused_glu = sk != SwigluKernel::Eager;
-            OpDef& act_fn = b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, (fused_glu ? 3 : 2) * f * sa, {gate});
-            act_fn.bwd_hbm_factor = fused_glu ? 5.0 / 3.0 : 3.0 / 2.0;
+            const double glu_fwd = sk == SwigluKernel::PackedFused ? 1 : fused_glu ? 3 : 2;
+            const double glu_bwd = sk == SwigluKernel::PackedFused ? 6 : fused_glu ? 5 : 3;
+            OpDef& act_fn = b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, glu_fwd * f * sa, {gate});
+            act_fn.bwd_hbm_factor = glu_bwd / glu_fwd;
             const int act = b.tensor("act", f, sa, TP);
             // A fused SwiGLU recomputes act(gate) in backward: keeps gate and up only.
             OpDef& act_mul = b.elementwise("act_mul", OpRole::ActMul, OpKind::Elementwise, TP, fused_glu ? 0.0 : 3 * f * sa,
