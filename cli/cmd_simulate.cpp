@@ -209,6 +209,13 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
                            100 * share, g.sustained_matmul_flops / units::TFLOPS, burst_matmul_flops(g) / units::TFLOPS,
                            g.sustained_clock_mhz > 0 ? fmt::format(", SM clock {:.0f} MHz", g.sustained_clock_mhz) : "");
     }
+    if (s.setup.precision == Precision::FP8Mixed && s.cluster.gpu.fp8_matmul_efficiency > 0) {
+        const GpuSpec& g = s.cluster.gpu;
+        const double fp8 = g.peak_flops(NumericFormat::FP8);
+        out << fmt::format("  (FP8 GEMMs at {:.1f} of {:.0f} fp8 TFLOP/s: the measured FP8 burst rate, {:.1f} % of peak where bf16 reaches {:.1f} %{})\n",
+                           fp8 * fp8_gemm_fraction(g) / units::TFLOPS, fp8 / units::TFLOPS, 100 * g.fp8_matmul_efficiency,
+                           100 * g.matmul_efficiency, power_limited_share(g) < 1.0 ? ", at the same power-limited share" : "");
+    }
     if (s.cluster.num_gpus > 1)
         out << fmt::format("Scaling efficiency: {:.0f} % of linear (per-GPU work {} vs step {})\n", 100 * te.scaling_efficiency,
                            secs(te.single_gpu_step_s), secs(t.step_s));

@@ -443,3 +443,36 @@ TEST_CASE("a training step's GEMMs run at the power-saturated rate where it is m
                      "1465 MHz)") != std::string::npos);
     CHECK(tp_test::cli({"simulate", "llama-2-7b", "--gpu", "l40s"}).out.find("power limit") == std::string::npos);
 }
+
+TEST_CASE("FP8 GEMMs run at the measured FP8 rate, a smaller share of their peak than bf16's", "[time][gemm][hardware][fp8]") {
+    // stas00/ml-engineering MAMF table (shared/data/hardware-facts.toml): H100 SXM bf16
+    // 794.5 of 989.4 (80.3 %), FP8 1,402.6 of 1,978.9 (70.9 %); H200 FP8 1,453.4 (73.4 %).
+    // A dense FP8 GEMM is not twice a bf16 one: 1,402.6 / 794.5 = 1.765.
+    const auto rate = [](const char* gpu, trainplan::Precision p, bool fp8_figure = true) {
+        trainplan::Scenario s;
+        s.model = tp_test::model("llama-2-7b");
+        s.cluster.gpu = tp_test::gpu(gpu);
+        if (!fp8_figure) s.cluster.gpu.fp8_matmul_efficiency = 0;
+        s.setup.precision = p;
+        const double m = 8192, n = 8448, k = 20480;
+        return 2.0 * m * n * k / trainplan::matmul_seconds(s, m, n, k) / 1e12;
+    };
+    using trainplan::Precision;
+    CHECK(rate("h100-sxm", Precision::FP8Mixed) / rate("h100-sxm", Precision::BF16Mixed) == Approx(1402.6 / 794.5).epsilon(0.01));
+    // At the power limit: stas00 commit 082816f's MSMF run on an H200 held 1,288.7 FP8
+    // TFLOP/s (1,491.9 in its burst); the model's 1,453.4 x the bf16 share 708.5 / 794.5
+    // lands within 6 % of it.
+    CHECK(rate("h200", Precision::FP8Mixed) == Approx(1288.7).epsilon(0.06));
+    // Without the FP8 figure the bf16 fraction stood in: 0.803 / 0.734 = 1.094 faster.
+    CHECK(rate("h200", Precision::FP8Mixed, false) / rate("h200", Precision::FP8Mixed) == Approx(0.803 / 0.734).epsilon(0.002));
+    // A preset giving an FP8 fraction for a card with no FP8 tensor cores is refused.
+    const std::string text = "name = \"old\"\nsource = \"test\"\nmemory_gib = 79.65\nmemory_bandwidth_gb_s = 2039\n"
+                             "bf16_tflops = 312\nfp8_matmul_efficiency = 0.7\n";
+    const auto r = trainplan::parse_gpu_toml(text, "old.toml", "old");
+    REQUIRE(!r);
+    CHECK(r.error().diagnostics.front().key == "fp8_matmul_efficiency");
+    // simulate names the FP8 rate it uses.
+    const auto out = tp_test::cli({"simulate", "llama-2-7b", "--gpu", "h100-sxm", "--precision", "fp8-mixed"}).out;
+    CHECK(out.find("(FP8 GEMMs at 1251.2 of 1979 fp8 TFLOP/s: the measured FP8 burst rate, 70.9 % of peak where bf16 reaches 80.3 %, at the "
+                   "same power-limited share)") != std::string::npos);
+}

@@ -198,6 +198,7 @@ Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filenam
     // Above 1 where measured large GEMMs beat the spec sheet (GeForce cards boost past their rated clock).
     if (auto v = r.number("matmul_efficiency", 0.01, 1.5)) g.matmul_efficiency = *v;
     if (auto v = r.number("sgemm_efficiency", 0.01, 1.0)) g.sgemm_efficiency = *v;
+    if (auto v = r.number("fp8_matmul_efficiency", 0.01, 1.0)) g.fp8_matmul_efficiency = *v;
     tf("sustained_matmul_tflops", g.sustained_matmul_flops);
     if (auto v = r.number("sustained_clock_mhz", 100, 10000)) g.sustained_clock_mhz = *v;
     if (auto v = r.number("memory_bandwidth_efficiency", 0.01, 1.0)) g.memory_bandwidth_efficiency = *v;
@@ -207,6 +208,8 @@ Result<GpuSpec> parse_gpu_toml(std::string_view text, const std::string& filenam
     r.finish();
     if (errs.empty() && g.fp32_flops <= 0 && g.bf16_flops <= 0 && g.fp16_flops <= 0)
         r.error("bf16_tflops", "a GPU preset needs at least one of fp32_tflops, bf16_tflops, fp16_tflops");
+    if (errs.empty() && g.fp8_matmul_efficiency > 0 && g.fp8_flops <= 0)
+        r.error("fp8_matmul_efficiency", "fp8_matmul_efficiency needs the card's fp8_tflops (a GPU without FP8 tensor cores has no FP8 GEMM rate)");
     if (errs.empty() && g.sustained_matmul_flops > 0) {
         // The power-saturated rate is at most the burst rate it settles from.
         const double burst = burst_matmul_flops(g);

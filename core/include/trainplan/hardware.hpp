@@ -40,6 +40,10 @@ struct GpuSpec {
     // Large fp32 GEMMs on the CUDA cores (no TF32): fraction of fp32_flops that
     // cuBLAS SGEMM sustains. 0 = not given: the tensor-core matmul_efficiency stands in.
     double sgemm_efficiency = 0;
+    // FP8 tensor-core GEMMs: the measured FP8 "Maximum Achievable Matmul FLOPS" over
+    // fp8_flops, a short burst like matmul_efficiency (H100 SXM: 1,402.6 of 1,978.9,
+    // where bf16 reaches 80.3 %). 0 = not given: matmul_efficiency stands in.
+    double fp8_matmul_efficiency = 0;
     double memory_bandwidth_efficiency = 0; // 0 = not given
     double price_usd = 0;                   // 0 = not given
     int sm_count = 0;                       // streaming multiprocessors (GEMM wave quantization); 0 = not given

@@ -30,6 +30,9 @@ struct Efficiencies {
 // Sustained over burst tensor-core rate of a power-saturated GPU: the preset's
 // sustained_matmul_tflops over burst_matmul_flops; 1 without one.
 [[nodiscard]] double power_limited_share(const GpuSpec& g);
+// The fraction of fp8_flops a training step's FP8 GEMMs run at: the measured FP8
+// burst fraction (fp8_matmul_efficiency, else matmul_efficiency) x power_limited_share.
+[[nodiscard]] double fp8_gemm_fraction(const GpuSpec& g);
 
 // Where the parallel groups land on the machines, and what each costs.
 struct Placement {
