@@ -145,11 +145,13 @@ void lora_adapter(Builder& b, std::string_view name, const TrainingSetup& t, int
     }
     OpDef& A = b.gemm("lora_A", OpRole::LoraA, d_in, r, split, a_in);
     A.kind = OpKind::LoraGemm;
+    A.fp8_gemm = false;  // adapters are plain 16-bit linears (NeMo's ParallelLinearAdapter, PEFT), not TE modules
     Builder::owns(A, copies * r * d_in, true, cls, true);
     A.weight.adapter = true;
     const int a_out = b.tensor("lora_A_out", r, act_bytes, Split::Replicated);
     OpDef& B = b.gemm("lora_B", OpRole::LoraB, r, d_out, split, a_out);
     B.kind = OpKind::LoraGemm;
+    B.fp8_gemm = false;
     Builder::owns(B, copies * r * d_out, true, cls, true);
     B.weight.adapter = true;
     // PEFT adds the adapter path to the base output as separate kernels:
@@ -781,6 +783,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         const double k_top = m.moe.top_k;
         OpDef& router = b.gemm("router", OpRole::Router, h, E, R, mlp_in);
         router.kind = OpKind::Router;
+        router.fp8_gemm = false;  // a plain torch linear (Megatron-Core TopKRouter), not a TE module
         Builder::owns(router, h * E, base_trained, ShardClass::Dense, false);  // replicated on every TP rank
         OpDef& topk = b.elementwise("router_softmax_topk", OpRole::RouterTopK, OpKind::Elementwise, R, E * 8, {});
         // Dispatch: each token goes to its top-k experts over the EP group.

@@ -116,6 +116,7 @@ double executed_pair_share(const ModelSpec& m, const TrainingSetup& t) {
 struct Hw {
     double peak = 0;       // dense peak for the compute format
     double attn_peak = 0;  // attention runs in 16-bit even under fp8
+    double gemm16 = 0;     // the GEMM fraction of attn_peak for GEMMs that stay 16-bit under fp8
     double bw = 0;         // effective HBM bytes/s
     Efficiencies eff;
     int sms = 108;
@@ -222,6 +223,17 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
         case OpKind::LoraGemm:
         case OpKind::Router: {
             const double gemm_bytes = t.precision == Precision::FP8Mixed && o.fp8_gemm ? 1.0 : a;
+            // Under fp8-mixed the GEMMs Transformer Engine leaves in 16 bits (the LM head,
+            // adapters) run at the 16-bit peak and GEMM fraction, not the fp8 ones.
+            Hw hw16;
+            const Hw* gp = &hw;
+            if (t.precision == Precision::FP8Mixed && !o.fp8_gemm) {
+                hw16 = hw;
+                hw16.peak = hw.attn_peak;
+                hw16.eff.gemm = hw.gemm16;
+                gp = &hw16;
+            }
+            const Hw& g_hw = *gp;
             double mm = tokens * o.gemm_rows_per_token;
             double n = o.gemm_n, k = o.gemm_k;
             if (o.split == Split::TensorParallel) {
@@ -231,15 +243,15 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
                 // Routed experts, balanced routing: each of E experts sees tokens x top_k / E rows.
                 const double experts = o.gemm_groups;
                 const double per_expert = mm / experts;
-                fwd = experts * gemm_s(per_expert, n, k, gemm_bytes, hw);
-                bwd = experts * (gemm_s(per_expert, k, n, gemm_bytes, hw) +
-                                 (o.trainable_weight ? gemm_s(k, n, per_expert, gemm_bytes, hw) : 0));
+                fwd = experts * gemm_s(per_expert, n, k, gemm_bytes, g_hw);
+                bwd = experts * (gemm_s(per_expert, k, n, gemm_bytes, g_hw) +
+                                 (o.trainable_weight ? gemm_s(k, n, per_expert, gemm_bytes, g_hw) : 0));
                 break;
             }
             if (o.split == Split::Replicated && sp && o.kind != OpKind::LoraGemm) mm /= tp;
-            fwd = gemm_s(mm, n, k, gemm_bytes, hw);
+            fwd = gemm_s(mm, n, k, gemm_bytes, g_hw);
             // Backward: the input gradient, and the weight gradient when trained.
-            bwd = gemm_s(mm, k, n, gemm_bytes, hw) + (o.trainable_weight ? gemm_s(k, n, mm, gemm_bytes, hw) : 0);
+            bwd = gemm_s(mm, k, n, gemm_bytes, g_hw) + (o.trainable_weight ? gemm_s(k, n, mm, gemm_bytes, g_hw) : 0);
             if (gemm_bytes == 1.0) {
                 // Transformer Engine (delayed scaling) around every fp8 GEMM, as
                 // separate memory-bound kernels: cast_transpose of the input (read
@@ -352,6 +364,7 @@ Hw make_hw(const Scenario& s) {
     // FP8 GEMMs reach a smaller share of their (doubled) peak than bf16 ones where the
     // FP8 MAMF is measured (fp8_matmul_efficiency); at the power limit they settle by the
     // bf16 share (H200: bf16 708.5 of 841.9 = 0.84, fp8 1,288.7 of 1,491.9 = 0.86).
+    hw.gemm16 = hw.eff.gemm * s.calibration.gemm;
     if (fmt == NumericFormat::FP8 && c.gpu.fp8_matmul_efficiency > 0) hw.eff.gemm = fp8_gemm_fraction(c.gpu);
     // Calibration hook (calibrate.hpp): multipliers fitted to measured runs.
     hw.eff.gemm *= s.calibration.gemm;
