@@ -445,7 +445,7 @@ TEST_CASE("a training step's GEMMs run at the power-saturated rate where it is m
 }
 
 TEST_CASE("FP8 GEMMs run at the measured FP8 rate, a smaller share of their peak than bf16's", "[time][gemm][hardware][fp8]") {
-    // stas00/ml-engineering MAMF table (shared/data/hardware-facts.toml): H100 SXM bf16
+    // stas00/ml-engineering compute/accelerator/README.md, MAMF table: H100 SXM bf16
     // 794.5 of 989.4 (80.3 %), FP8 1,402.6 of 1,978.9 (70.9 %); H200 FP8 1,453.4 (73.4 %).
     // A dense FP8 GEMM is not twice a bf16 one: 1,402.6 / 794.5 = 1.765.
     const auto rate = [](const char* gpu, trainplan::Precision p, bool fp8_figure = true) {

@@ -224,7 +224,8 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
         case OpKind::Router: {
             const double gemm_bytes = t.precision == Precision::FP8Mixed && o.fp8_gemm ? 1.0 : a;
             // Under fp8-mixed the GEMMs Transformer Engine leaves in 16 bits (the LM head,
-            // adapters) run at the 16-bit peak and GEMM fraction, not the fp8 ones.
+            // LoRA adapters, the MoE router: OpDef::fp8_gemm) run at the 16-bit peak and
+            // GEMM fraction, not the fp8 ones.
             Hw hw16;
             const Hw* gp = &hw;
             if (t.precision == Precision::FP8Mixed && !o.fp8_gemm) {
@@ -361,10 +362,11 @@ Hw make_hw(const Scenario& s) {
     // fraction where the preset has one (sgemm_efficiency), else the tensor-core one.
     if (t.precision == Precision::FP32) hw.attn_peak = hw.peak;
     if (fmt == NumericFormat::FP32 && c.gpu.sgemm_efficiency > 0) hw.eff.gemm = c.gpu.sgemm_efficiency;
+    // The 16-bit rate, kept for the GEMMs that stay 16-bit under fp8 (op_times).
+    hw.gemm16 = hw.eff.gemm * s.calibration.gemm;
     // FP8 GEMMs reach a smaller share of their (doubled) peak than bf16 ones where the
     // FP8 MAMF is measured (fp8_matmul_efficiency); at the power limit they settle by the
     // bf16 share (H200: bf16 708.5 of 841.9 = 0.84, fp8 1,288.7 of 1,491.9 = 0.86).
-    hw.gemm16 = hw.eff.gemm * s.calibration.gemm;
     if (fmt == NumericFormat::FP8 && c.gpu.fp8_matmul_efficiency > 0) hw.eff.gemm = fp8_gemm_fraction(c.gpu);
     // Calibration hook (calibrate.hpp): multipliers fitted to measured runs.
     hw.eff.gemm *= s.calibration.gemm;
