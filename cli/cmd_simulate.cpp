@@ -214,7 +214,8 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
         const double fp8 = g.peak_flops(NumericFormat::FP8);
         out << fmt::format("  (FP8 GEMMs at {:.1f} of {:.0f} fp8 TFLOP/s: the measured FP8 burst rate, {:.1f} % of peak where bf16 reaches {:.1f} %{})\n",
                            fp8 * fp8_gemm_fraction(g) / units::TFLOPS, fp8 / units::TFLOPS, 100 * g.fp8_matmul_efficiency,
-                           100 * g.matmul_efficiency, power_limited_share(g) < 1.0 ? ", at the same power-limited share" : "");
+                           100 * burst_matmul_flops(g) / g.peak_flops(NumericFormat::BF16),
+                           power_limited_share(g) < 1.0 ? ", at the same power-limited share" : "");
     }
     if (s.cluster.num_gpus > 1)
         out << fmt::format("Scaling efficiency: {:.0f} % of linear (per-GPU work {} vs step {})\n", 100 * te.scaling_efficiency,

@@ -485,7 +485,8 @@ TEST_CASE("FP8 GEMMs run at the measured FP8 rate, a smaller share of their peak
         return trainplan::estimate_time(s).time.compute_s - small;
     };
     CHECK(vocab_cost(Precision::FP8Mixed) == Approx(vocab_cost(Precision::BF16Mixed)).epsilon(0.01));
-    // simulate names the FP8 rate it uses.
+    // simulate names the FP8 rate it uses: 1,978.9 x 0.709 = 1,403.0 in a burst, x the
+    // power-limited share 708.5 / (989.4 x 0.803) = 0.8918 -> 1,251.2 TFLOP/s.
     const auto out = tp_test::cli({"simulate", "llama-2-7b", "--gpu", "h100-sxm", "--precision", "fp8-mixed"}).out;
     CHECK(out.find("(FP8 GEMMs at 1251.2 of 1979 fp8 TFLOP/s: the measured FP8 burst rate, 70.9 % of peak where bf16 reaches 80.3 %, at the "
                    "same power-limited share)") != std::string::npos);

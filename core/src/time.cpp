@@ -222,13 +222,16 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
         case OpKind::Gemm:
         case OpKind::LoraGemm:
         case OpKind::Router: {
-            const double gemm_bytes = t.precision == Precision::FP8Mixed && o.fp8_gemm ? 1.0 : a;
-            // Under fp8-mixed the GEMMs Transformer Engine leaves in 16 bits (the LM head,
-            // LoRA adapters, the MoE router: OpDef::fp8_gemm) run at the 16-bit peak and
-            // GEMM fraction, not the fp8 ones.
+            // Under fp8-mixed a GEMM runs in fp8 unless Transformer Engine leaves it in
+            // 16 bits (the LM head, LoRA adapters, the MoE router: OpDef::fp8_gemm); one
+            // decision for its operand bytes, its rate (the 16-bit peak and GEMM fraction)
+            // and TE's casts.
+            const bool fp8_mixed = t.precision == Precision::FP8Mixed;
+            const bool fp8 = fp8_mixed && o.fp8_gemm;
+            const double gemm_bytes = fp8 ? 1.0 : a;
             Hw hw16;
             const Hw* gp = &hw;
-            if (t.precision == Precision::FP8Mixed && !o.fp8_gemm) {
+            if (fp8_mixed && !fp8) {
                 hw16 = hw;
                 hw16.peak = hw.attn_peak;
                 hw16.eff.gemm = hw.gemm16;
@@ -253,7 +256,7 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
             fwd = gemm_s(mm, n, k, gemm_bytes, g_hw);
             // Backward: the input gradient, and the weight gradient when trained.
             bwd = gemm_s(mm, k, n, gemm_bytes, g_hw) + (o.trainable_weight ? gemm_s(k, n, mm, gemm_bytes, g_hw) : 0);
-            if (gemm_bytes == 1.0) {
+            if (fp8) {
                 // Transformer Engine (delayed scaling) around every fp8 GEMM, as
                 // separate memory-bound kernels: cast_transpose of the input (read
                 // 16-bit, write fp8 and its fp8 transpose for the weight gradient),
