@@ -27,18 +27,40 @@ TEST_CASE("ShardPlan: group sizes, tiers and ZeRO divisors", "[sharding]") {
     s.setup.grad_accum = 8;
     REQUIRE(validate(s).empty());
     ShardPlan p = shard_plan(s);
-    // TP 4 inside a node; TP x PP = 8 fills the node, so PP stays inside it; the
-    // 8 DP replicas sit one per node and cross the network.
+    // Megatron's rank order (parallel_state.py, TP fastest, then DP, PP
+    // outermost): stage 0's data-parallel group for TP rank 0 is
+    // range(0, 64 / 2, 4) = {0, 4, ..., 28}, two ranks in each of nodes 0-3;
+    // its pipeline group is range(0, 64, 32) = {0, 32}, nodes 0 and 4.
     CHECK(p.tp_group.tier == Tier::IntraNode);
-    CHECK(p.pp_group.tier == Tier::IntraNode);
+    CHECK(p.pp_group.tier == Tier::InterNode);
     CHECK(p.dp_group.tier == Tier::InterNode);
-    CHECK(p.dp_group.per_node == 1);
-    CHECK(p.dp_group.nodes == 8);
+    CHECK(p.dp_group.per_node == 2);
+    CHECK(p.dp_group.nodes == 4);
     // ZeRO-1 (Rajbhandari et al. Sec. 5.1): optimizer / N_d only.
     CHECK(p.dense.optimizer == 8);
     CHECK(p.dense.gradients == 1);
     CHECK(p.dense.weights == 1);
     CHECK_FALSE(p.gathers_weights);
+
+    // TP 4, PP 2, DP 2 on two nodes: the data-parallel pair {0, 4} shares node
+    // 0 and reduces over NVSwitch; the pipeline pair {0, 8} spans both nodes.
+    s.cluster.num_gpus = 16;
+    s.setup.layout = {4, 2, 2, 1, 1, true, Schedule::OneF1B};
+    REQUIRE(validate(s).empty());
+    p = shard_plan(s);
+    CHECK(p.dp_group.tier == Tier::IntraNode);
+    CHECK(p.dp_group.per_node == 2);
+    CHECK(p.pp_group.tier == Tier::InterNode);
+    CHECK(p.pp_group.per_node == 1);
+    // TP 2, PP 2, DP 2 in one node of 8: all of it on NVSwitch.
+    s.cluster.num_gpus = 8;
+    s.setup.layout = {2, 2, 2, 1, 1, true, Schedule::OneF1B};
+    REQUIRE(validate(s).empty());
+    p = shard_plan(s);
+    CHECK(p.dp_group.tier == Tier::IntraNode);
+    CHECK(p.pp_group.tier == Tier::IntraNode);
+    CHECK(p.pp_group.per_node == 2);
+    s.cluster.num_gpus = 64;
 
     // FSDP hybrid with TP 2: 4 DP ranks per node shard; 16 / 4 = 4 replicas.
     s.setup.layout = {2, 1, 32, 1, 1, false, Schedule::OneF1B};

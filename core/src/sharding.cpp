@@ -20,8 +20,8 @@ StateDivisors zero_divisors(int zero_stage, double shard) {
 
 namespace {
 
-// `size` ranks placed `stride` apart in the rank order (Megatron: TP innermost,
-// then PP, then DP), `per_node` of them in one node.
+// `size` ranks of one process group, `per_node` of them in one node (shard_plan
+// gives the rank order that decides both).
 ProcessGroup group(int size, int per_node, bool crosses_nodes) {
     ProcessGroup g;
     g.size = std::max(1, size);
@@ -45,22 +45,30 @@ ShardPlan shard_plan(const Scenario& s) {
     p.ep = lay.ep;
     p.cp = lay.cp;
 
-    // Placement: TP inside a node first, then CP, then PP, then DP (Megatron
-    // puts CP next to TP so that the ring exchange stays on the fastest link).
+    // Placement: the rank order every framework we model builds its groups in,
+    // TP fastest, then CP, then DP, with PP outermost: Megatron-Core's
+    // RankGenerator order "tp-cp-ep-dp-pp" (parallel_state.py; before Core the
+    // data-parallel groups were range(start + j, end, tp) inside each pipeline
+    // stage's block of world/pp ranks, the pipeline groups range(i, world,
+    // world/pp)); Megatron-DeepSpeed's PipeModelDataParallelTopology axes
+    // ['pipe', 'data', 'model'] (last fastest); torchtitan's device mesh
+    // ["pp", "dp_replicate", "dp_shard", "cp", "tp"]. So the ranks of one
+    // replica that share a node are its TP x CP slice and the other data-
+    // parallel replicas of the same stage, and the pipeline's neighbours sit
+    // tp x cp x dp ranks apart: on another node once that block fills one.
     const int tcp = lay.tp * lay.cp;
-    const int mp = tcp * lay.pp;
+    const int replicas = tcp * lay.dp;  // ranks of one pipeline stage
     p.tp_group = group(lay.tp, std::min(lay.tp, gpn), lay.tp > gpn);
     const int cp_per_node = std::max(1, std::min(lay.cp, gpn / lay.tp));
     p.cp_group = group(lay.cp, cp_per_node, tcp > gpn);
-    p.pp_group = group(lay.pp, std::max(1, gpn / tcp), mp > gpn);
-    const int dp_per_node = std::max(1, std::min(lay.dp, gpn / std::max(1, mp)));
+    const int dp_per_node = std::max(1, std::min(lay.dp, gpn / std::max(1, tcp)));
+    p.pp_group = group(lay.pp, std::max(1, gpn / replicas), replicas * lay.pp > gpn && multi_node);
     // The CP ranks of one replica hold the same weights and reduce their
     // gradients together with the data-parallel ranks: gradients (and the
     // ZeRO / distributed-optimizer / FSDP shards) span dp x cp ranks
     // (Megatron-Core's data-parallel group "with CP"; torchtitan shards FSDP
     // over dp_shard x cp).
-    const bool dp_crosses = (lay.cp > 1 ? tcp > gpn : false) || (mp * lay.dp > gpn && multi_node && lay.dp > 1);
-    p.dp_group = group(lay.dp * lay.cp, dp_per_node * cp_per_node, dp_crosses && multi_node);
+    p.dp_group = group(lay.dp * lay.cp, dp_per_node * cp_per_node, replicas > gpn && multi_node);
     p.ep_group = group(lay.ep, std::max(1, gpn / lay.tp), lay.ep * lay.tp > gpn);
 
     // ZeRO / FSDP shard group; hybrid sharding keeps the shard inside the node
