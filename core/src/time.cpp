@@ -679,15 +679,19 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     // The last gradient bucket (one of the two DDP buckets in flight, memory_defaults()) is never hidden.
     const double last_bucket = memory_defaults().grad_bucket_bytes / 2 / std::max(1.0, c.link(plan.dp_group.tier).bus_Bps);
     if (t.zero_stage >= 1) {
-        // DeepSpeed ZeRO-2 keeps only its gradient partition, so it reduces
-        // every micro-batch's gradients as backward produces them, not once at
-        // the accumulation boundary as ZeRO-1 and Megatron's distributed
-        // optimizer do (deepspeed/runtime/zero/stage_1_and_2.py:
+        // ZeRO-2 keeps only its gradient partition, so it reduces every
+        // micro-batch's gradients as backward produces them, not once at the
+        // accumulation boundary as ZeRO-1 and Megatron's distributed optimizer
+        // do: DeepSpeed (deepspeed/runtime/zero/stage_1_and_2.py:
         // reduce_ready_partitions_and_remove_grads reduces when
-        // partition_gradients or at the boundary); each reduce overlaps its own
-        // micro-batch's backward.
+        // partition_gradients or at the boundary), FSDP's SHARD_GRAD_OP, and
+        // Megatron-LLaMA's OverlappedDistributedOptimizer (its gradient hook
+        // reduce-scatters each full fp32 bucket on a side stream every
+        // micro-batch and keeps only the partition: overlapped_dist_optimizer.py
+        // _grad_hook, backward_epilogue after each micro-batch in schedules.py).
+        // Each reduce overlaps its own micro-batch's backward.
         const bool ds = runs_deepspeed_zero12(t);
-        const double reduces = ds && t.zero_stage == 2 ? c.micro_batches : 1.0;
+        const double reduces = t.zero_stage == 2 ? c.micro_batches : 1.0;
         // DeepSpeed ZeRO-1/2 all-reduce each gradient bucket and every rank keeps
         // its partition's slice (stage_1_and_2.py average_tensor ->
         // allreduce_and_scatter -> allreduce_bucket: dist.all_reduce, the default
