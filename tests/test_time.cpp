@@ -150,6 +150,36 @@ TEST_CASE("pipeline bubble is (p - 1) micro-batch slots of 1F1B", "[time][pipeli
     CHECK(j["time"]["bubble_s"].get<double>() == Approx((p - 1) * (per_mb + p2p_per_mb)));
 }
 
+TEST_CASE("tied embeddings: the first and last pipeline stages all-reduce the embedding gradient once a step", "[time][pipeline]") {
+    // BLOOM-176B as BigScience ran it (tr11: TP 4, PP 12, DP 8 on 48 nodes of 8
+    // A100s, 4 Omni-Path links per node), global batch 16 at micro-batch 2: one
+    // micro-batch per replica. Hand derivation:
+    //  - per micro-batch, one activation send each way: 2 x 2048 x 14,336 x 2 B / 4
+    //    (scatter-gather over TP) = 29.36 MB at 12.5 GB/s x 0.34 x 4 links / 8
+    //    GPUs = 2.125 GB/s per GPU, 13.82 ms + 22.4 us each;
+    //  - the tied word embedding, 250,880 x 14,336 / 4 = 899,153,920 elements per
+    //    TP rank, its fp32 gradient (3.597 GB) all-reduced between stages 0 and 11:
+    //    a two-rank ring moves S per rank, 1.693 s + 2 x 22.4 us. BigScience's
+    //    figure for that step (DeepSpeed pipe/engine.py _exec_reduce_tied_grads on
+    //    the fp32 _hp_grad) at the 135 Gb/s NCCL reached per node: about 1.7 s.
+    const json j = sim({"bloom-176b", "--gpu", "a100-sxm-80gb", "--gpus", "384", "--gpus-per-node", "8", "--inter-node", "omnipath-100",
+                        "--nics-per-node", "4", "--framework", "megatron", "--zero", "1", "--recompute", "full", "--flash-attention", "off",
+                        "--tp", "4", "--pp", "12", "--micro-batch", "2", "--global-batch", "16", "--seq-len", "2048"});
+    const double bus = 12.5e9 * 0.34 * 4 / 8;
+    const double send = 22.4e-6 + 2048.0 * 2 * 14336 * 2 / 4 / bus;
+    const double tied = 250880.0 * 14336 / 4 * 4 / bus + 2 * 22.4e-6;
+    CHECK(j["time"]["pp_comm_s"].get<double>() == Approx(2 * send + tied).epsilon(1e-3));
+    // An untied model (Llama-2-70B: separate input and output matrices) has no such pair.
+    // Its pp_comm is the two sends alone: 4096 x 8192 x 2 B / 8 = 8.39 MB over
+    // one HDR port per GPU (25 GB/s x 0.94), where a tied 32,000 x 8,192 / 8
+    // fp32 gradient would add 5.6 ms.
+    const json untied = sim({"llama-2-70b", "--gpu", "a100-sxm-80gb", "--gpus", "64", "--gpus-per-node", "8", "--inter-node", "ib-hdr",
+                             "--nics-per-node", "8", "--framework", "megatron", "--tp", "8", "--pp", "8", "--micro-batch", "1",
+                             "--global-batch", "1", "--seq-len", "4096"});
+    const double msg = 4096.0 * 8192 * 2 / 8;
+    CHECK(untied["time"]["pp_comm_s"].get<double>() == Approx(2 * (22.4e-6 + msg / (25e9 * 0.94))).epsilon(1e-3));
+}
+
 TEST_CASE("data-parallel all-reduce over a through-host PCIe link: NCCL ring formula", "[time][collectives]") {
     // GPT-2 XL: 1,557,611,200 parameters, 16-bit gradients. Ring all-reduce over
     // n = 2 ranks moves 2 (n-1)/n S = S bytes per rank at the bus bandwidth

@@ -519,6 +519,15 @@ bool tp_overlap_possible(const TimeContext& c) {
     return c.plan.tp_group.tier != Tier::InterNode && c.s.cluster.intra_node.p2p;
 }
 
+// Bytes per gradient element as the data-parallel reduction moves it: the
+// dtype the gradients are kept in (the QLoRA adapters' own), or 16 bits when
+// the run reduces them in bf16 (Megatron --grad-reduce-in-bf16).
+double reduced_grad_elem_bytes(const TimeContext& c) {
+    const TrainingSetup& t = c.s.setup;
+    const double kept = t.method == Method::QLoRA ? qlora_adapter_bytes(t) : c.bpp.gradients;
+    return t.grad_reduce_bf16 ? std::min(kept, 2.0) : kept;
+}
+
 // ---- tensor parallel, expert parallel and pipeline communication.
 void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
     const TrainingSetup& t = c.s.setup;
@@ -576,6 +585,19 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
         tb.pp_comm_s = c.micro_batches * 2.0 * lay.vp * one;
         tb.bubble_s = (lay.pp - 1.0) / lay.vp * (per_mb + 2.0 * one);
         if (lay.schedule == Schedule::GPipe) tb.bubble_s = (lay.pp - 1.0) * (per_mb + 2.0 * one);
+        // Tied embeddings: the first stage's input embedding and the last stage's
+        // output layer are two copies of one vocab-parallel matrix, whose
+        // gradients the two stages all-reduce once a step after the last
+        // backward, before the optimizer, nothing left to overlap it: Megatron's
+        // embedding group (finalize_model_grads -> _allreduce_embedding_grads on
+        // main_grad; allreduce_word_embedding_grads before Core), DeepSpeed's
+        // pipeline engine (_exec_reduce_tied_grads on the fp32 accumulated
+        // gradient under bf16). The pair sits pp - 1 stages apart, on the
+        // pipeline's tier.
+        if (c.s.model.tied_embeddings && t.method == Method::Full) {
+            const double bytes = static_cast<double>(c.s.model.vocab) * h / lay.tp * reduced_grad_elem_bytes(c);
+            tb.pp_comm_s += allreduce_s(bytes, 2, pp_link);
+        }
     }
 }
 
@@ -597,14 +619,11 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     if (!reduces) return;
     const bool full = t.method == Method::Full;
     const double trainable = c.crit.trainable();
-    // Gradients travel in the dtype they are kept in, or in 16 bits when the
-    // run reduces them in bf16 (Megatron --grad-reduce-in-bf16).
-    const double grad_elem = t.method == Method::QLoRA ? qlora_adapter_bytes(t) : c.bpp.gradients;
     // Weights no pass runs on text batches (an image encoder) are never gathered,
     // and DeepSpeed reduces only what its gradient hooks see: none of theirs.
     // (A flat gradient buffer, Megatron's or torch DDP's, reduces them as zeros.)
     const double reduced = trainable - (runs_deepspeed_zero(t) || plan.gathers_weights ? c.crit.idle_trainable : 0.0);
-    const double grad_bytes = reduced * (t.grad_reduce_bf16 ? std::min(grad_elem, 2.0) : grad_elem);
+    const double grad_bytes = reduced * reduced_grad_elem_bytes(c);
     // Parameters gather in the compute dtype, FP8 with fp8_params (memory.hpp).
     const double gather_elem = parameter_gather_bytes(t);
     const double w16 = gathered_bytes(t, c.crit);
