@@ -169,6 +169,7 @@ TEST_CASE("tied embeddings: the first and last pipeline stages all-reduce the em
     const double send = 22.4e-6 + 2048.0 * 2 * 14336 * 2 / 4 / bus;
     const double tied = 250880.0 * 14336 / 4 * 4 / bus + 2 * 22.4e-6;
     CHECK(j["time"]["pp_comm_s"].get<double>() == Approx(2 * send + tied).epsilon(1e-3));
+    CHECK(j["time"]["tied_embedding_s"].get<double>() == Approx(tied).epsilon(1e-3));
     // An untied model (Llama-2-70B: separate input and output matrices) has no such pair.
     // Its pp_comm is the two sends alone: 4096 x 8192 x 2 B / 8 = 8.39 MB over
     // one HDR port per GPU (25 GB/s x 0.94), where a tied 32,000 x 8,192 / 8
@@ -178,6 +179,7 @@ TEST_CASE("tied embeddings: the first and last pipeline stages all-reduce the em
                              "--global-batch", "1", "--seq-len", "4096"});
     const double msg = 4096.0 * 8192 * 2 / 8;
     CHECK(untied["time"]["pp_comm_s"].get<double>() == Approx(2 * (22.4e-6 + msg / (25e9 * 0.94))).epsilon(1e-3));
+    CHECK(untied["time"]["tied_embedding_s"].get<double>() == 0.0);
 }
 
 TEST_CASE("data-parallel all-reduce over a through-host PCIe link: NCCL ring formula", "[time][collectives]") {

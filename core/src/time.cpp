@@ -596,7 +596,8 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
         // pipeline's tier.
         if (c.s.model.tied_embeddings && t.method == Method::Full) {
             const double bytes = static_cast<double>(c.s.model.vocab) * h / lay.tp * reduced_grad_elem_bytes(c);
-            tb.pp_comm_s += allreduce_s(bytes, 2, pp_link);
+            tb.tied_embedding_s = allreduce_s(bytes, 2, pp_link);
+            tb.pp_comm_s += tb.tied_embedding_s;
         }
     }
 }

@@ -55,6 +55,9 @@ struct TimeBreakdown {
     double memory_bound_s = 0;   // part of compute_s spent in HBM-bandwidth-bound (element-wise) ops
     double tp_comm_s = 0, pp_comm_s = 0, dp_comm_s = 0, ep_comm_s = 0;  // totals before overlap
     double dp_exposed_s = 0;
+    // Part of pp_comm_s: the tied embedding's gradient all-reduce between the first
+    // and last pipeline stages, once a step (time.cpp model_parallel_terms).
+    double tied_embedding_s = 0;
     // Context parallelism: the K/V ring's sends before overlap, and what the
     // attention blocks computed meanwhile leave exposed (part of communication_s).
     double cp_comm_s = 0, cp_exposed_s = 0;
