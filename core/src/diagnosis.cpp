@@ -113,7 +113,9 @@ std::string headline(Bottleneck b, const Scenario& s, const MemoryBreakdown& m, 
             struct Part { const char* name; double s; std::string link; };
             const Part parts[] = {{"data-parallel gradient reduction", t.dp_exposed_s, te.placement.dp_link},
                                   {"tensor-parallel all-reduce", t.tp_comm_s, te.placement.tp_link},
-                                  {"pipeline send/receive", t.pp_comm_s, te.placement.pp_link},
+                                  {"pipeline send/receive", t.pp_comm_s - t.tied_embedding_s, te.placement.pp_link},
+                                  {"tied embeddings' gradient all-reduce between the first and last stages", t.tied_embedding_s,
+                                   te.placement.pp_link},
                                   {"expert all-to-all", t.ep_comm_s, te.placement.ep_link},
                                   {"context-parallel K/V ring", t.cp_exposed_s, te.placement.cp_link}};
             const Part* worst = &parts[0];
