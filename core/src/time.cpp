@@ -593,9 +593,11 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
         // main_grad; allreduce_word_embedding_grads before Core), DeepSpeed's
         // pipeline engine (_exec_reduce_tied_grads on the fp32 accumulated
         // gradient under bf16). The pair sits pp - 1 stages apart, on the
-        // pipeline's tier.
-        if (c.s.model.tied_embeddings && t.method == Method::Full) {
-            const double bytes = static_cast<double>(c.s.model.vocab) * h / lay.tp * reduced_grad_elem_bytes(c);
+        // pipeline's tier. The matrix and whether it trains are the graph's
+        // (the copy stage_params counts on the last stage).
+        const WeightSums& head = c.g.weights[static_cast<int>(Site::Last)];
+        if (head.tied_copy > 0 && head.tied_copy_trainable) {
+            const double bytes = head.tied_copy / lay.tp * reduced_grad_elem_bytes(c);
             tb.tied_embedding_s = allreduce_s(bytes, 2, pp_link);
             tb.pp_comm_s += tb.tied_embedding_s;
         }
