@@ -2094,3 +2094,47 @@ TEST_CASE("fit offers preparing the 4-bit model without PEFT's fp32 upcast, with
     Changes ch;
     CHECK_FALSE(unset_kbit_upcast(s, ch));
 }
+
+TEST_CASE("flash-attn-training: one dropout-add-LayerNorm kernel over an fp32 residual, GELU in the GEMM epilogue, CE in place", "[stacks][time][memory]") {
+    // Dao-AILab/flash-attention's training/ GPT (flash-attn v0.2.2). GPT-2 small: h
+    // = 768, ffn = 3072, dropout 0.1, V = 50,257.
+    const StepGraph g = graph("gpt2", Stack::FlashAttnTraining);
+    auto op = [&](OpRole r) {
+        for (const OpDef& o : g.ops)
+            if (o.role == r && o.site == Site::Layer) return o;
+        FAIL("no such op");
+        return OpDef{};
+    };
+    // dropout_add_layer_norm (csrc/layer_norm ln_fwd_kernels.cuh, prenorm,
+    // residual_in_fp32): forward reads the branch (bf16, 2 B) and the residual (fp32,
+    // 4 B), writes the output (2 B), the new residual (4 B) and the mask (1 B): 13 B;
+    // backward (ln_bwd_kernels.cuh) reads dz 2, dx 4, x 4, the mask 1 and writes dx0
+    // 2 and dx1 4: 17 B.
+    for (OpRole r : {OpRole::AttnNorm, OpRole::MlpNorm}) {
+        const OpDef n = op(r);
+        CHECK(n.hbm_bytes_per_token == Approx(13.0 * 768));
+        CHECK(n.hbm_bytes_per_token * n.bwd_hbm_factor == Approx(17.0 * 768));
+    }
+    // ... so the dropouts and residual adds move nothing of their own, and launch nothing.
+    for (OpRole r : {OpRole::AttnOutDropout, OpRole::AttnResidualAdd, OpRole::MlpOutDropout, OpRole::MlpResidualAdd})
+        CHECK(op(r).hbm_bytes_per_token == 0);
+    const StepGraph eager = graph("gpt2", Stack::GenericEager);
+    const int layer = static_cast<int>(Site::Layer);
+    // Eager code launches, per layer's forward, 4 more for the two dropouts and two
+    // adds, 1 for GELU and 4 for the layout copies (q, k, v into the kernel's layout
+    // and the output back): 9.
+    CHECK(eager.launches[layer] - g.launches[layer] == Approx(4 + 1 + 4));
+    // The layer keeps the fp32 residual (4 B) and its two 1-byte masks per element.
+    for (const TensorDef& td : g.tensors)
+        if (td.name == "layer_input") CHECK(td.bytes_per_elem == 4.0);
+    // FusedDenseGeluDense (checkpoint_lvl 0): the GELU_AUX_BIAS epilogue writes the
+    // pre-activation once (2 B x 3072), the DGELU_BGRAD epilogue reads it once.
+    const OpDef act = op(OpRole::ActFn);
+    CHECK(act.hbm_bytes_per_token == Approx(2.0 * 3072));
+    CHECK(act.bwd_hbm_factor == 1.0);
+    // FlashAttention 1's qkv-packed kernel reads Wqkv's output in place: no layout copies.
+    CHECK(std::none_of(g.ops.begin(), g.ops.end(), [](const OpDef& o) { return o.role == OpRole::AttnLayoutCopies; }));
+    // The Apex-derived cross-entropy keeps the bf16 logits and writes the gradient
+    // over them: 2 B per logit, for 32 x 2048 tokens x 50,257.
+    CHECK(g.logits.bytes(2048, 32, 1, false) == Approx(2048.0 * 32 * 50257 * 2));
+}

@@ -523,3 +523,61 @@ TEST_CASE("FP8 GEMMs run at the measured FP8 rate, a smaller share of their peak
     CHECK(out.find("(FP8 GEMMs at 1251.2 of 1979 fp8 TFLOP/s: the measured FP8 burst rate, 70.9 % of peak where bf16 reaches 80.3 %, at the "
                    "same power-limited share)") != std::string::npos);
 }
+
+TEST_CASE("a fused attention kernel runs at the head dimension it is compiled for", "[time][attention]") {
+    // FlashAttention 1 (flash-attn v0.2.2 fmha_api.cpp run_fmha_fwd) has kernels for
+    // d <= 32, 64 and 128 only: a head of 96 runs on the d = 128 kernel, its matmul
+    // tiles 128 wide. FlashAttention 2 rounds to a multiple of 32
+    // (static_switch.h HEADDIM_SWITCH): 96 has its own kernel. Two models with the
+    // same hidden size and q width, 3072 = 32 x 96 = 24 x 128, have the same GEMMs
+    // and the same attention FLOPs, F = 4 x 3072 x s x tokens, of which a causal
+    // kernel runs half: under FlashAttention 2 their step is the same; under
+    // FlashAttention 1 the d = 96 model's attention takes 128 / 96 of the other's,
+    // F/2 x (1 / e_fwd + 2.5 / e_bwd) / peak x 1/3 more per layer (2.5: the
+    // backward's five matmuls to the forward's two, Dao 2023).
+    auto compute = [](std::int64_t heads, std::int64_t d, trainplan::AttentionKernel k) {
+        trainplan::Scenario s;
+        s.model = tp_test::model("llama-2-7b");
+        s.model.hidden = 3072;
+        s.model.num_heads = heads;
+        s.model.num_kv_heads = heads;
+        s.model.head_dim = d;
+        s.model.ffn = 8192;
+        s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+        s.setup.stack = trainplan::Stack::MegatronCore;
+        s.setup.framework = trainplan::Framework::Megatron;
+        s.setup.precision = trainplan::Precision::BF16Mixed;
+        s.setup.attention_kernel = k;
+        s.setup.seq_len = 2048;
+        s.setup.micro_batch = 1;
+        return trainplan::estimate_time(s).time.compute_s;
+    };
+    using trainplan::AttentionKernel;
+    CHECK(compute(32, 96, AttentionKernel::Flash2) == Approx(compute(24, 128, AttentionKernel::Flash2)).epsilon(1e-12));
+    const trainplan::Efficiencies e = trainplan::efficiencies(tp_test::gpu("a100-sxm-80gb"), AttentionKernel::Flash1);
+    const double half_f = 0.5 * 4.0 * 3072 * 2048 * 2048;
+    const double attention = half_f / 312e12 * (1.0 / e.attention_fwd + 2.5 / e.attention_bwd);
+    CHECK(compute(32, 96, AttentionKernel::Flash1) - compute(24, 128, AttentionKernel::Flash1) ==
+          Approx(32 * attention / 3.0).epsilon(1e-9));
+}
+
+TEST_CASE("torch.autocast casts every fp32 matmul weight to 16 bits each forward, and its gradient back", "[time][autocast]") {
+    // Under torch.autocast with fp32 weights each linear's weight is cast to bf16 in
+    // forward (read 4 B, write 2 B; at::autocast::cached_cast keeps the copy for the
+    // autocast region), the cast's backward writes its gradient in fp32 (read 2,
+    // write 4), and AccumulateGrad adds it into .grad (read 4 + 4, write 4) from the
+    // step's second micro-batch on. Llama-2-7B's matmul weights: 6,738,415,616
+    // parameters less the embedding (32000 x 4096, a lookup, not cast) and the 65
+    // RMSNorm scales (65 x 4096, fp32-list ops): 6,607,077,376. Four micro-batches:
+    // (6 + 6) x 4 + 12 x 3 = 84 B per element, at the A100-80GB's measured HBM rate
+    // (2039 GB/s x 0.88). Held in 16 bits (precision bf16), nothing is cast; the
+    // stack's fused element-wise kernels (megatron-core) make the two runs' other
+    // traffic the same.
+    const double psi_mm = 6'738'415'616.0 - 32000.0 * 4096 - 65.0 * 4096;
+    auto compute = [](const char* precision) {
+        return sim({"llama-2-7b", "--gpu", "a100-sxm-80gb", "--seq-len", "2048", "--grad-accum", "4", "--stack", "megatron-core",
+                    "--framework", "pytorch-amp", "--precision", precision})["time"]["compute_s"]
+            .get<double>();
+    };
+    CHECK(compute("bf16-mixed") - compute("bf16") == Approx(84 * psi_mm / (2039e9 * 0.88)).epsilon(1e-6));
+}

@@ -106,6 +106,7 @@ constexpr EnumEntry kStack[] = {
     {TP_E(Stack, MegatronDeepSpeed), "megatron-deepspeed", "", "Microsoft's Megatron-DeepSpeed (legacy Megatron model code, DeepSpeed engine and activation checkpointing)"},
     {TP_E(Stack, LlmFoundry), "llm-foundry", "mosaic,composer,mosaic-composer", "MosaicML llm-foundry on Composer (PyTorch FSDP, flash-attn's fused cross-entropy)"},
     {TP_E(Stack, HfLiger), "hf-liger", "liger,liger-kernel", "transformers patched by Liger Kernel (use_liger_kernel / enable_liger_kernel): RMSNorm, RoPE, SwiGLU, fused linear cross-entropy"},
+    {TP_E(Stack, FlashAttnTraining), "flash-attn-training", "flash-attn-gpt,hazyresearch", "Dao-AILab/flash-attention training/ GPT code: FlashAttention, fused dense + GELU epilogues, fused dropout-add-LayerNorm, in-place cross-entropy"},
 };
 constexpr EnumEntry kAttention[] = {
     {TP_E(AttentionKernel, Flash1), "flash1", "flash-attn-1", "FlashAttention 1"},

@@ -248,6 +248,13 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::LogitSoftcap: return 3;  // / cap, tanh, * cap
         case OpRole::AttnSoftmax: return sc.attn_softmax_fp32 && t.precision != Precision::FP32 ? 2 : 1;
         case OpRole::ActMul: return swiglu_kernel(t) != SwigluKernel::Eager ? 0 : 1;  // the fused kernel is counted at act_fn
+        // In the next norm's kernel (fused_dropout_add_norm) or the GEMM's epilogue.
+        case OpRole::EmbeddingDropout:
+        case OpRole::AttnOutDropout:
+        case OpRole::MlpOutDropout:
+        case OpRole::AttnResidualAdd:
+        case OpRole::MlpResidualAdd: return sc.fused_dropout_add_norm ? 0 : 1;
+        case OpRole::ActFn: return sc.gemm_epilogue_gelu && !m.gated() ? 0 : 1;
         case OpRole::RouterTopK: return 4;                     // softmax, top-k, sum, divide
         case OpRole::MoeCombine: return eager ? 2.0 * m.moe.num_experts : 2;  // eager: index_add per expert
         case OpRole::LoraScaleAdd: return 2;
@@ -487,18 +494,29 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // autocast) stays `a`.
     const bool stream32 = fp32_stream(t);
     const double sa = stream32 ? 4.0 : a;
-    const double r = (stream32 || (!fused && t.framework == Framework::PyTorchAMP && t.precision != Precision::FP32)) ? 4.0 : a;
+    // flash-attn's dropout_add_layer_norm keeps the residual stream in fp32
+    // (residual_in_fp32) and does dropout, residual add and norm in one kernel:
+    // 13 B per element forward, 17 backward (data/defaults.toml [stack.*]
+    // fused_dropout_add_norm); the dropouts and adds below then cost nothing more.
+    const bool dan = sc.fused_dropout_add_norm;
+    const double r = (dan || stream32 || (!fused && t.framework == Framework::PyTorchAMP && t.precision != Precision::FP32)) ? 4.0 : a;
     double norm_bytes = 2 * h * a;
-    if (!fused) {
+    double norm_bwd_factor = 2;  // OpDef::bwd_hbm_factor's default
+    if (dan) {
+        const double mask = dropout ? 1.0 : 0.0;
+        norm_bytes = h * (a + r + a + r + mask);
+        norm_bwd_factor = (a + r + r + mask + a + r) / (a + r + a + r + mask);
+    } else if (!fused) {
         // A fused RMSNorm kernel reads its input once and writes its output, also
         // beside eager element-wise ops.
         if (m.norm == NormKind::LayerNorm) norm_bytes = t.framework == Framework::PyTorchAMP ? h * (r + 4 + 4 + 2) : h * (r + a);
         else norm_bytes = eager_rmsnorm(m, sc) ? h * (r + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2 + 2 + 2) : h * (r + a);
     }
-    const double residual_bytes = 3 * h * r;
+    const double residual_bytes = dan ? 0.0 : 3 * h * r;
+    const double dropout_bytes = dan ? 0.0 : 3 * h * a;
     // What a norm keeps of its input for backward: eager RMSNorms keep an fp32
     // copy (x.float() feeds pow and mul), fused kernels the 16-bit input.
-    const double norm_in_bytes = stream32 ? 4.0 : eager_rmsnorm(m, sc) ? sc.norm_saved_bytes : a;
+    const double norm_in_bytes = stream32 || dan ? 4.0 : eager_rmsnorm(m, sc) ? sc.norm_saved_bytes : a;
 
     // ===== first stage: token (and learned position) embedding
     b.site = Site::First;
@@ -535,7 +553,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         if (dropout) {
             // Korthikanti's "p sbh/t" term: the embedding dropout mask, 1 B per element.
             const int mask = b.tensor("embedding_dropout_mask", h, 1.0, R);
-            b.elementwise("embedding_dropout", OpRole::EmbeddingDropout, OpKind::Dropout, R, 3 * h * a, {mask});
+            b.elementwise("embedding_dropout", OpRole::EmbeddingDropout, OpKind::Dropout, R, dropout_bytes, {mask});
         }
     }
 
@@ -545,6 +563,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     const int x_in = b.tensor("layer_input", h, norm_in_bytes, R);
     Builder::owns(b.elementwise("attn_norm", OpRole::AttnNorm, OpKind::Norm, R, norm_bytes, {x_in}), norm_params, base_trained,
                   ShardClass::Norm, false);
+    b.g.ops.back().bwd_hbm_factor = norm_bwd_factor;
     const int n1 = b.tensor("attn_norm_out", h, sa, R);
     if (m.packed_qkv || sc.packed_qkv) {
         // One module computes q, k and v (GPT-2's c_attn, query_key_value, Wqkv):
@@ -684,7 +703,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     }
     if (dropout) {
         const int mask = b.tensor("attn_out_dropout_mask", h, 1.0, R);
-        b.elementwise("attn_out_dropout", OpRole::AttnOutDropout, OpKind::Dropout, R, 3 * h * a, {mask});
+        b.elementwise("attn_out_dropout", OpRole::AttnOutDropout, OpKind::Dropout, R, dropout_bytes, {mask});
     }
 
     // --- MLP block (Korthikanti: 19sbh with a 4h GELU MLP and dropout)
@@ -697,6 +716,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         }
         Builder::owns(b.elementwise("mlp_norm", OpRole::MlpNorm, OpKind::Norm, R, norm_bytes, {norm_in}), norm_params, base_trained,
                       ShardClass::Norm, false);
+        b.g.ops.back().bwd_hbm_factor = norm_bwd_factor;
         mlp_in = b.tensor("mlp_norm_out", h, sa, R);
     }
 
@@ -766,7 +786,11 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             Builder::owns(up, copies * (h * ffn + bias(m.mlp_bias, ffn)), base_trained, cls, true);
             if (adapted(kLoraUp)) lora_adapter(b, "fc1", t, mlp_in, h, ffn, R, a, lora_copies, cls);
             const int fc1 = b.tensor("fc1_out", f, sa, TP);
-            b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, 2 * f * sa, {fc1});
+            // In a cuBLASLt GELU epilogue (gemm_epilogue_gelu) the activation costs
+            // the aux write of the pre-activation, and its backward the aux read in
+            // the next GEMM's dGELU epilogue; eager GELU reads and writes.
+            OpDef& act_fn = b.elementwise("act_fn", OpRole::ActFn, OpKind::Elementwise, TP, (sc.gemm_epilogue_gelu ? 1 : 2) * f * sa, {fc1});
+            if (sc.gemm_epilogue_gelu) act_fn.bwd_hbm_factor = 1;
             const int act = b.tensor("act_out", f, sa, TP);
             OpDef& down = b.gemm("fc2", OpRole::DownProj, width, h, TP, act);
             expertise(down);
@@ -821,7 +845,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     }
     if (dropout) {
         const int mask = b.tensor("mlp_out_dropout_mask", h, 1.0, R);
-        b.elementwise("mlp_out_dropout", OpRole::MlpOutDropout, OpKind::Dropout, R, 3 * h * a, {mask});
+        b.elementwise("mlp_out_dropout", OpRole::MlpOutDropout, OpKind::Dropout, R, dropout_bytes, {mask});
     }
     b.elementwise("mlp_residual_add", OpRole::MlpResidualAdd, OpKind::Elementwise, R, residual_bytes, {});
     // The layer output's gradient has the layer output's dtype, the next layer's
@@ -858,6 +882,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     if (m.final_norm) {
         Builder::owns(b.elementwise("final_norm", OpRole::FinalNorm, OpKind::Norm, R, norm_bytes, {head_in}), norm_params, base_trained,
                       ShardClass::Norm, false);
+        b.g.ops.back().bwd_hbm_factor = norm_bwd_factor;
         head_in = b.tensor("lm_head_in", h, sa, R);
     }
     {

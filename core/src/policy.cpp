@@ -239,6 +239,8 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         }
         c.norm_saved_bytes = r.non_negative(from("norm_saved_bytes"), sec, "norm_saved_bytes");
         c.fused_elementwise = r.boolean(from("fused_elementwise"), sec, "fused_elementwise");
+        c.fused_dropout_add_norm = r.boolean(from("fused_dropout_add_norm"), sec, "fused_dropout_add_norm");
+        c.gemm_epilogue_gelu = r.boolean(from("gemm_epilogue_gelu"), sec, "gemm_epilogue_gelu");
         c.fused_rope = r.boolean(from("fused_rope"), sec, "fused_rope");
         c.loss_fuses_softcap = r.boolean(from("loss_fuses_softcap"), sec, "loss_fuses_softcap");
         c.fused_swiglu = r.boolean(from("fused_swiglu"), sec, "fused_swiglu");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 #include "trainplan/collectives.hpp"
 #include "trainplan/memory.hpp"
@@ -111,6 +112,31 @@ constexpr AttnExecution kEagerAttention{1.0, 2.0};
 double executed_pair_share(const ModelSpec& m, const TrainingSetup& t) {
     if (!fused_attention_runs(t)) return kEagerAttention.causal_share;
     return kFusedAttention.causal_share * attention_window_share(m, t.seq_len);
+}
+
+// The head dimension a fused attention kernel's tiles run at: each kernel is
+// compiled for a few head dimensions and a smaller one runs on the next larger
+// instance, its missing columns predicated off but its matmul tiles as wide
+// (the same MMA count per block). FlashAttention 1 (flash-attn v0.2.x
+// fmha_api.cpp run_fmha_fwd: d <= 32 / 64 / 128, FMHA_kernel_traits<..., 128,
+// ...> for all of 72-128); FlashAttention 2 (csrc/flash_attn/src/static_switch.h
+// HEADDIM_SWITCH: multiples of 32 up to 256; flash_api.cpp head_size_rounded =
+// round_multiple(head_size, 32)); FlashAttention 3 (hopper/flash_api.cpp
+// round_up_headdim: 64, 96, 128, 192, 256). fp32 runs SDPA's memory-efficient
+// kernel instead (make_hw): no rounding taken there.
+double attention_tile_head_dim(const TrainingSetup& t, double d) {
+    if (t.precision == Precision::FP32 || d <= 0) return d;
+    const auto first_at_least = [d](std::initializer_list<double> sizes) {
+        for (const double s : sizes)
+            if (d <= s) return s;
+        return d;
+    };
+    switch (t.attention_kernel) {
+        case AttentionKernel::Flash1: return first_at_least({32, 64, 128});
+        case AttentionKernel::Flash2: return d <= 256 ? 32.0 * std::ceil(d / 32.0) : d;
+        case AttentionKernel::Flash3: return first_at_least({64, 96, 128, 192, 256});
+    }
+    return d;
 }
 
 struct Hw {
@@ -287,7 +313,11 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
             break;
         }
         case OpKind::FlashAttention: {
-            const double flops = o.flops_per_token_sq * sq * tokens / tp * executed_pair_share(m, t);
+            // The kernel's tiles run at its compiled head dimension (a d = 96 head
+            // on FlashAttention 1's d = 128 kernel takes 128/96 of the time).
+            const double d = static_cast<double>(m.head_dim);
+            const double tile = d > 0 ? attention_tile_head_dim(t, d) / d : 1.0;
+            const double flops = o.flops_per_token_sq * sq * tokens / tp * executed_pair_share(m, t) * tile;
             fwd = flops / (hw.attn_peak * hw.eff.attention_fwd) + hw.eff.kernel_overhead_s;
             bwd = kFusedAttention.backward_matmuls * flops / (hw.attn_peak * hw.eff.attention_bwd) + hw.eff.kernel_overhead_s;
             break;
@@ -431,10 +461,37 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
         unfused_accum = c.crit.trainable() * (2.0 + 4.0 + 4.0) / c.hw.bw;
         stage_bwd += unfused_accum;
     }
+    // torch.autocast over fp32 weights (framework pytorch-amp without FSDP, whose
+    // units are gathered in the 16-bit param_dtype): every trained matmul weight is
+    // cast to 16 bits in each forward (autocast's cast cache holds the copy for
+    // one autocast region: at::autocast::cached_cast; a recomputed layer casts
+    // again), read 4 B and write 2 B per element, and the cast's backward turns
+    // the 16-bit weight gradient into fp32 (read 2, write 4), which AccumulateGrad
+    // adds into .grad (read 4 + 4, write 4) from the step's second micro-batch on.
+    double autocast_casts = 0;
+    if (t.framework == Framework::PyTorchAMP && c.bpp.weights >= 4.0 && t.fsdp == FsdpStrategy::None && t.zero_stage < 3 &&
+        (t.precision == Precision::BF16Mixed || t.precision == Precision::FP16Mixed)) {
+        double per_site[3] = {0, 0, 0};
+        for (const OpDef& o : c.g.ops) {
+            if (o.kind != OpKind::Gemm || !o.trainable_weight) continue;
+            double elems = o.gemm_n * o.gemm_k * std::max(1, o.gemm_groups);
+            if (o.split == Split::TensorParallel) elems /= t.layout.tp;
+            per_site[static_cast<int>(o.site)] += elems;
+        }
+        const double stage_elems = c.on_stage(per_site);
+        const double accumulate = c.micro_batches > 1 ? (c.micro_batches - 1.0) / c.micro_batches : 0.0;
+        const double fwd_cast = stage_elems * 6.0 / c.hw.bw;
+        const double bwd_cast = stage_elems * (6.0 + 12.0 * accumulate) / c.hw.bw;
+        const double rec_cast = t.recompute == Recompute::Full ? rec_layers * per_site[static_cast<int>(Site::Layer)] * 6.0 / c.hw.bw : 0.0;
+        stage_fwd += fwd_cast;
+        stage_bwd += bwd_cast;
+        stage_rec += rec_cast;
+        autocast_casts = fwd_cast + bwd_cast + rec_cast;
+    }
     // A lowered SM clock (thermal / power throttling) stretches the math, not the
     // memory-bound (HBM/GDDR-bandwidth) part: memory clocks are not throttled with the SMs.
     const double memory_bound =
-        L * lt.memory_bound + (t.recompute == Recompute::Full ? 0.5 * rec_layers * lt.memory_bound : 0.0) + unfused_accum;
+        L * lt.memory_bound + (t.recompute == Recompute::Full ? 0.5 * rec_layers * lt.memory_bound : 0.0) + unfused_accum + autocast_casts;
     const double stage = stage_fwd + stage_bwd + stage_rec;
     // (An unbounded stage -- a zero bandwidth or peak -- stays unbounded, not inf - inf.)
     const double clocked = std::isfinite(stage) ? std::max(0.0, stage - memory_bound - dequant) : stage;

@@ -54,6 +54,11 @@ struct StackConventions {
     // copy an eager RMSNorm / LayerNorm saves; 0 = the activation dtype).
     double norm_saved_bytes = 0;
     bool fused_elementwise = false;  // norms, residual adds, RoPE as fused kernels (one read, one write)
+    // Dropout, residual add and the next norm as one kernel over an fp32 residual
+    // stream (flash-attn's dropout_add_layer_norm), and a non-gated MLP's bias and
+    // GELU in the GEMM's epilogue (cuBLASLt GELU_AUX_BIAS / DGELU_BGRAD).
+    bool fused_dropout_add_norm = false;
+    bool gemm_epilogue_gelu = false;
     bool loss_fuses_softcap = false;  // the loss kernel applies the final logit soft-cap itself (no 16-bit capped copy)
     bool fused_rope = false;         // the rotary embedding as one kernel per tensor (also beside eager element-wise ops)
     bool fused_swiglu = false;       // the gated activation recomputes silu(gate) in backward: keeps gate and up only

@@ -87,6 +87,7 @@ enum class Stack {
     MegatronDeepSpeed,  // Microsoft's Megatron-DeepSpeed fork of it: DeepSpeed's activation checkpointing (--checkpoint-in-cpu)
     LlmFoundry,      // MosaicML llm-foundry on Composer (PyTorch FSDP, flash-attn's fused cross-entropy)
     HfLiger,         // transformers patched by Liger Kernel (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy)
+    FlashAttnTraining,  // Dao-AILab/flash-attention training/ (fused dense, dropout-add-LayerNorm, in-place cross-entropy)
 };
 
 [[nodiscard]] const char* to_string(Method v);
