@@ -690,17 +690,24 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
     const int per_node = plan.dp_group.per_node;
     const int nodes = cl.inter_node.bandwidth_Bps > 0 ? plan.dp_group.nodes : 1;
     double intra_bytes = 0, inter_bytes = 0;  // per rank, one pass
-    // Hierarchical collectives over the whole data-parallel group.
-    // `times` collectives of `bytes` each.
+    // Collectives over the whole data-parallel group, `times` of `bytes` each. A
+    // group spanning nodes runs one NCCL ring (all-gather and reduce-scatter only
+    // run as rings: ring_latency_s) whose chunks flow through its NVLink and its
+    // network hops at once: each rank moves its share over NVLink (per_node - 1 of
+    // per_node parts) while its NIC carries the 1/per_node of the data that crosses
+    // nodes, and the slower of the two paces the ring -- not their sum. NCCL's
+    // measured multi-node busbw is NIC-bound, per_node x the NIC's share: H100 RS at
+    // 360 GB/s on 4 nodes of 8 GPUs and 8 x 400 Gb/s (NVIDIA/nccl#1229), about
+    // 8 x 45 GB/s. (Separate collectives, as HYBRID_SHARD's below, add up.)
     auto dp_allreduce = [&](double bytes, double times = 1) {
         intra_bytes += times * allreduce_bytes(bytes, per_node);
         inter_bytes += times * allreduce_bytes(bytes / per_node, nodes);
-        return times * (allreduce_s(bytes, per_node, intra) + allreduce_s(bytes / per_node, nodes, inter));
+        return times * std::max(allreduce_s(bytes, per_node, intra), allreduce_s(bytes / per_node, nodes, inter));
     };
     auto dp_allgather = [&](double bytes, double times = 1) {  // reduce-scatter moves the same volume
         intra_bytes += times * allgather_bytes(bytes, per_node);
         inter_bytes += times * allgather_bytes(bytes / per_node, nodes);
-        return times * (allgather_s(bytes, per_node, intra) + allgather_s(bytes / per_node, nodes, inter));
+        return times * std::max(allgather_s(bytes, per_node, intra), allgather_s(bytes / per_node, nodes, inter));
     };
     const bool grads = full || trainable > 0;
     if (plan.gathers_weights && plan.hybrid) {
