@@ -662,9 +662,9 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
 }
 
 // ---- data parallel / ZeRO / FSDP. Bytes per rank follow the NCCL ring
-// formulas on each tier (collectives.hpp); a group spanning nodes reduces
-// inside the node first and crosses the network with 1/(ranks per node) of the
-// data on each GPU's NIC share (NCCL hierarchical rings / trees).
+// formulas on each tier (collectives.hpp); a group spanning nodes crosses the
+// network with 1/(ranks per node) of the data on each GPU's NIC share, while
+// the rest moves over NVLink at the same time (see dp_allgather below).
 void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_fwd, double stage_bwd) {
     const TrainingSetup& t = c.s.setup;
     const ShardPlan& plan = c.plan;
