@@ -474,9 +474,12 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
         double per_site[3] = {0, 0, 0};
         for (const OpDef& o : c.g.ops) {
             if (o.kind != OpKind::Gemm || !o.trainable_weight) continue;
-            double elems = o.gemm_n * o.gemm_k * std::max(1, o.gemm_groups);
-            if (o.split == Split::TensorParallel) elems /= t.layout.tp;
-            per_site[static_cast<int>(o.site)] += elems;
+            // Each rank's share, divided as stage_params divides its buckets: the
+            // experts over tp x ep, the other tensor-parallel weights over tp.
+            const double share = o.weight.shard == ShardClass::Expert ? static_cast<double>(c.plan.tp) * c.plan.ep
+                                 : o.split == Split::TensorParallel ? static_cast<double>(c.plan.tp)
+                                                                    : 1.0;
+            per_site[static_cast<int>(o.site)] += o.gemm_n * o.gemm_k * std::max(1, o.gemm_groups) / share;
         }
         const double stage_elems = c.on_stage(per_site);
         const double accumulate = c.micro_batches > 1 ? (c.micro_batches - 1.0) / c.micro_batches : 0.0;
