@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -84,12 +85,15 @@ int run_gpus(const ListOptions& o, std::ostream& out, std::ostream& err) {
         out << j.dump(2) << '\n';
         return 0;
     }
-    out << fmt::format("{:<16} {:<40} {:>8} {:>9} {:>10} {:>9} {:>6}  {}\n", "preset", "name", "memory", "HBM TB/s",
+    // The id column is as wide as the longest id (user presets included), 16 at least.
+    std::size_t id_w = 16;
+    for (const auto& g : *gpus) id_w = std::max(id_w, g.id.size());
+    out << fmt::format("{:<{}} {:<40} {:>8} {:>9} {:>10} {:>9} {:>6}  {}\n", "preset", id_w, "name", "memory", "HBM TB/s",
                        "bf16 TF/s", "fp8 TF/s", "TDP W", "GPU-GPU");
     for (const auto& g : *gpus) {
         const std::string hidden = presets.shadowed(PresetKind::Gpu, g.id);
         // No bf16 tensor cores (Volta): "-", as for fp8; fp16 is the card's tensor rate.
-        out << fmt::format("{:<16} {:<40} {:>6.1f}Gi {:>9.2f} {:>10} {:>9} {:>6.0f}  {}{}\n", g.id, g.name,
+        out << fmt::format("{:<{}} {:<40} {:>6.1f}Gi {:>9.2f} {:>10} {:>9} {:>6.0f}  {}{}\n", g.id, id_w, g.name,
                            g.smi_total_bytes / units::GiB, g.memory_bandwidth_Bps / units::TB,
                            g.has_bf16_tensor_cores() ? fmt::format("{:.1f}", g.peak_flops(NumericFormat::BF16) / units::TFLOPS) : "-",
                            g.fp8_flops > 0 ? fmt::format("{:.0f}", g.fp8_flops / units::TFLOPS) : "-", g.tdp_w,

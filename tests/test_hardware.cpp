@@ -118,6 +118,26 @@ TEST_CASE("GeForce large GEMMs reach the measured rate, not a default fraction o
     CHECK(sustained("a10g") < 0.6 * tp_test::gpu("a10").peak_flops(NumericFormat::BF16) / TF);
 }
 
+TEST_CASE("Meta's 96 GB HBM2e H100 at 500 W: capacity from its logs, bandwidth and GEMM rate by hand", "[hardware][presets]") {
+    const GpuSpec g = tp_test::gpu("h100-sxm-96gb-500w");
+    // torchtitan's log lines give "memory: X GiB (Y %)" of this card: 47.32 GiB = 49.81 % (PR #808),
+    // 49.59 GiB = 52.19 % (PR #822), 44.84 GiB = 47.19 % (PR #1884): 95.0 GiB allocatable.
+    for (double ratio : {47.32 / 0.4981, 49.59 / 0.5219, 44.84 / 0.4719}) CHECK(g.capacity_bytes / units::GiB == Approx(ratio).epsilon(0.002));
+    // Six HBM2e stacks (6144 bits) at the 1593 MHz memory clock Meta locks "NVIDIA H100" to
+    // (tritonbench gpu_utils.py), double data rate: 2.447 TB/s; five stacks at that clock are the
+    // H100 PCIe's 2.0 TB/s.
+    CHECK(g.memory_bandwidth_Bps == Approx(1593e6 * 2 * 6144 / 8).epsilon(0.001));
+    CHECK(1593e6 * 2 * 5120 / 8 == Approx(tp_test::gpu("h100-pcie").memory_bandwidth_Bps).epsilon(0.02));
+    // Dense bf16 GEMMs at the power limit, interpolated in board watts per SM between two GH100
+    // dies held at theirs: H100 PCIe 492.84 TFLOP/s over 114 SMs at 350 W (zzc0721 issue #95) and
+    // H200 708.5 over 132 at 693 W (ml-engineering MSMF). 500 W / 132 SMs lies 0.330 of the way.
+    const double w_pcie = 350.0 / 114, w_h200 = 693.0 / 132, w = 500.0 / 132;
+    const double per_sm = 492.84 / 114 + (w - w_pcie) / (w_h200 - w_pcie) * (708.5 / 132 - 492.84 / 114);
+    CHECK(burst_matmul_flops(g) * power_limited_share(g) / TF == Approx(132 * per_sm).epsilon(0.005));
+    // Between the 350 W PCIe card's per-SM rate and the 700 W part's: below h100-sxm's.
+    CHECK(burst_matmul_flops(g) * power_limited_share(g) < 0.9 * burst_matmul_flops(tp_test::gpu("h100-sxm")) * power_limited_share(tp_test::gpu("h100-sxm")));
+}
+
 TEST_CASE("fp32 GEMMs on A100 CUDA cores run at the measured cuBLAS SGEMM rate", "[hardware][presets][time]") {
     // cuBLAS SGEMM 5120 x 4096 x 4096 on an A100 80GB PCIe: 18.88 of 19.49 TFLOP/s
     // (Yinghan-Li/YHs_Sample issue #4); the tensor-core MAMF fraction (0.869 on SXM)
@@ -245,7 +265,7 @@ TEST_CASE("no-P2P PCIe rings move data at the busbw measured through host memory
 TEST_CASE("the new GPUs are listed and suggested", "[hardware][presets]") {
     const auto r = tp_test::cli({"gpus"});
     REQUIRE(r.code == 0);
-    for (const char* id : {"h800-sxm", "a800-sxm-80gb", "a40", "rtx-a5000", "a10g"}) CHECK(r.out.find(id) != std::string::npos);
+    for (const char* id : {"h800-sxm", "a800-sxm-80gb", "a40", "rtx-a5000", "a10g", "h100-sxm-96gb-500w"}) CHECK(r.out.find(id) != std::string::npos);
     const auto bad = tp_test::cli({"simulate", "gpt2", "--gpu", "h800"});
     CHECK(bad.code == 2);
     CHECK(bad.err.find("h800-sxm") != std::string::npos);
