@@ -2138,3 +2138,44 @@ TEST_CASE("flash-attn-training: one dropout-add-LayerNorm kernel over an fp32 re
     // over them: 2 B per logit, for 32 x 2048 tokens x 50,257.
     CHECK(g.logits.bytes(2048, 32, 1, false) == Approx(2048.0 * 32 * 50257 * 2));
 }
+
+TEST_CASE("torchtitan's DTensor sequence parallelism copies each TP activation through dimension 0", "[stacks][time][tp]") {
+    // Llama-3-8B on one 8 x H100 SXM node, TP 8 with sequence parallelism, 4,096
+    // tokens a sequence, no recompute. Each layer runs two all-gather / reduce-scatter
+    // pairs (into attention and the MLP, out of o_proj and down_proj) of tokens x h x
+    // 2 B. torch's functional collectives gather and scatter along dimension 0 only:
+    // reduce_scatter_tensor first cats the chunks of its input (a read and a write of
+    // the full tensor, 2 x msg), all_gather_tensor cats the chunks of its output (2 x
+    // msg more) unless every dimension before the sequence is 1 (a view: local batch
+    // 1). Backward runs the mirror collectives with the same copies.
+    auto tp_comm = [](Stack st, std::int64_t mb) {
+        ScenarioInput in;
+        in.model = "llama-3-8b";
+        in.gpu = "h100-sxm";
+        in.gpus = 8;
+        in.tp = 8;
+        in.dp = 1;
+        in.sequence_parallel = true;
+        in.seq_len = 4096;
+        in.micro_batch = mb;
+        in.recompute = Recompute::None;
+        in.stack = st;
+        auto s = resolve_scenario(in, tp_test::presets());
+        INFO((s ? std::string() : s.error().message()));
+        REQUIRE(s);
+        return estimate_time(*s).time.tp_comm_s;
+    };
+    // The H100 SXM preset's HBM: 3,350 GB/s at its measured 0.84 (2,814 GB/s).
+    const double hbm = 3350e9 * 0.84;
+    for (std::int64_t mb : {1, 2}) {
+        CAPTURE(mb);
+        const double msg = mb * 4096.0 * 4096 * 2;           // one pair's tensor
+        const double per_pair = (mb > 1 ? 4.0 : 2.0) * msg;  // bytes copied per pass
+        const double copies = 32 * 2 * 2 * per_pair / hbm;   // layers x pairs x (fwd + bwd)
+        CHECK(tp_comm(Stack::Torchtitan, mb) - tp_comm(Stack::GenericEager, mb) == Approx(copies).epsilon(1e-6));
+    }
+    // 2 x 4,096 tokens: 32 x 2 x 2 x 4 x 67.1 MB = 34.4 GB, 12.2 ms.
+    CHECK(tp_comm(Stack::Torchtitan, 2) - tp_comm(Stack::GenericEager, 2) == Approx(0.0122).epsilon(0.01));
+    // Megatron's sequence parallelism keeps the sequence dimension first ([s, b, h]): no copies.
+    CHECK(tp_comm(Stack::MegatronCore, 2) == Approx(tp_comm(Stack::GenericEager, 2)).epsilon(1e-9));
+}

@@ -120,6 +120,9 @@ std::string describe_setup(const Scenario& s) {
                             : sc.elementwise,
                         attention, "caching allocator, " + allocator_segments(t));
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
+    if (p.tp > 1 && p.sequence_parallel && sc.tp_shard_dim_copies)
+        line += t.micro_batch > 1 ? "; DTensor sequence parallelism: each TP all-gather and reduce-scatter copies its tensor through dimension 0"
+                                  : "; DTensor sequence parallelism: each TP reduce-scatter copies its input through dimension 0";
     if (fsdp_holds_input_grads(t))
         line += "; reentrant checkpointing under FSDP: each frozen block's input gradient held until backward ends";
     // fp32 adapters under autocast (opgraph.cpp lora_adapter): cast per use.

@@ -611,12 +611,20 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
     double tp_s = 0, ep_s = 0;
     // Share of the stage's layers whose forward (and its TP collectives) full recompute repeats.
     const double rec_share = c.max_layers > 0 ? static_cast<double>(recompute_layers(t, c.max_layers).recomputed) / c.max_layers : 0.0;
+    // DTensor's sequence-parallel collectives gather and scatter along the sequence
+    // dimension through a full-size copy each (stack tp_shard_dim_copies): the
+    // reduce-scatter's input always, the all-gather's output unless the local batch
+    // is 1 (a view then); a gather's backward is a reduce-scatter and the other way
+    // round, so each pass copies the same. A read and a write of the tensor in HBM,
+    // on the compute stream beside the collective.
+    const bool shard_dim_copies = sp && policy().stack(t.stack).tp_shard_dim_copies;
+    const double copies_per_pair = shard_dim_copies ? 2.0 * ((t.micro_batch > 1 ? 1.0 : 0.0) + 1.0) : 0.0;
     for (const OpDef& o : c.g.ops) {
         if (o.site != Site::Layer) continue;
         for (const CollectiveDef& col : o.collectives) {
             const double msg = c.tokens_mb * col.bytes_per_token;
             if (col.kind == CollectiveKind::TensorParallel && lay.tp > 1)
-                tp_s += (2.0 + rec_share) * allreduce_s(msg, lay.tp, tp_link);
+                tp_s += (2.0 + rec_share) * (allreduce_s(msg, lay.tp, tp_link) + copies_per_pair * msg / c.hw.bw);
             else if (col.kind == CollectiveKind::ExpertAllToAll && lay.ep > 1)
                 ep_s += 2.0 * alltoall_s(msg / (sp ? lay.tp : 1), lay.ep, ep_link);
         }

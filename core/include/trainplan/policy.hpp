@@ -100,6 +100,11 @@ struct StackConventions {
     // The model code computes q, k and v in one module whatever the architecture
     // (Megatron's linear_qkv): data/defaults.toml [stack.*] packed_qkv.
     bool packed_qkv = false;
+    // Its tensor parallelism is DTensor's: sequence-parallel collectives gather and
+    // scatter along the sequence dimension, which torch's functional collectives
+    // move to and from dimension 0 with a full-size copy each: data/defaults.toml
+    // [stack.*] tp_shard_dim_copies.
+    bool tp_shard_dim_copies = false;
     // Its runs set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (TrainingSetup::
     // expandable_segments; the reserve per mode: Policy::reserve_fraction_*).
     bool expandable_segments = false;
