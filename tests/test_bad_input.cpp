@@ -46,7 +46,7 @@ TEST_CASE("broken scenario files point at the key's line", "[bad-input][scenario
         // the binary double nearest to it (2.2000000000000002).
         {"nccl-number.toml", at("nccl-number.toml", ":9:8", "nccl = 2.2 must be a string")},
         {"stack-tp.toml", at("stack-tp.toml", ":10:6",
-                             "tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtune, torchtune-2024.07, megatron-core, megatron-core-0.7, megatron-legacy, megatron-deepspeed); stack = \"litgpt\" "
+                             "tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtitan-2025.09, torchtune, torchtune-2024.07, megatron-core, megatron-core-0.7, megatron-legacy, megatron-deepspeed); stack = \"litgpt\" "
                              "runs data parallelism (DDP, ZeRO, FSDP) only")},
     }));
     CAPTURE(fixture);
@@ -80,14 +80,14 @@ TEST_CASE("bad flags: unknown presets, out-of-range values, impossible layouts",
         // transformers' model code under the Trainer runs DDP / ZeRO / FSDP only;
         // torchtune adds tensor parallelism, not pipelines.
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "2", "--tp", "2", "--stack", "hf-peft"},
-         "error: tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtune, torchtune-2024.07, megatron-core, megatron-core-0.7, megatron-legacy, megatron-deepspeed); stack = \"hf-peft\" runs "
+         "error: tp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtitan-2025.09, torchtune, torchtune-2024.07, megatron-core, megatron-core-0.7, megatron-legacy, megatron-deepspeed); stack = \"hf-peft\" runs "
          "data parallelism (DDP, ZeRO, FSDP) only\n"},
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "2", "--pp", "2", "--stack", "torchtune"},
-         "error: pp = 2 needs a stack that runs it (generic-eager, torchtitan, megatron-core, megatron-core-0.7, megatron-legacy, megatron-deepspeed); stack = \"torchtune\" runs data "
+         "error: pp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtitan-2025.09, megatron-core, megatron-core-0.7, megatron-legacy, megatron-deepspeed); stack = \"torchtune\" runs data "
          "parallelism (DDP, ZeRO, FSDP) and tensor parallelism only\n"},
         // Megatron-LM's pre-Core model code: tensor and pipeline parallelism, no context parallelism.
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--gpus", "4", "--tp", "2", "--cp", "2", "--stack", "megatron-legacy"},
-         "error: cp = 2 needs a stack that runs it (generic-eager, torchtitan, megatron-core, megatron-core-0.7); stack = \"megatron-legacy\" runs data "
+         "error: cp = 2 needs a stack that runs it (generic-eager, torchtitan, torchtitan-2025.09, megatron-core, megatron-core-0.7); stack = \"megatron-legacy\" runs data "
          "parallelism (DDP, ZeRO, FSDP), tensor and pipeline parallelism only\n"},
         {{"llama-2-7b", "--gpu", "a100-sxm-80gb", "--stack", "hf-peft", "--activation-offload", "on"},
          "error: activation_offload = true needs a stack that runs it (generic-eager, unsloth, torchtune, torchtune-2024.07, megatron-core, megatron-core-0.7, megatron-deepspeed, llm-foundry); stack = "

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
@@ -2139,6 +2140,33 @@ TEST_CASE("flash-attn-training: one dropout-add-LayerNorm kernel over an fp32 re
     CHECK(g.logits.bytes(2048, 32, 1, false) == Approx(2048.0 * 32 * 50257 * 2));
 }
 
+namespace {
+
+// One 8 x H100 SXM node at TP 8 with sequence parallelism, 4,096-token sequences,
+// no recompute; Llama-3-8B unless a model is given.
+Scenario tp8_sp_scenario(Stack st, std::int64_t micro_batch, const std::optional<ModelSpec>& model = std::nullopt) {
+    ScenarioInput in;
+    if (model)
+        in.model_inline = *model;
+    else
+        in.model = "llama-3-8b";
+    in.gpu = "h100-sxm";
+    in.gpus = 8;
+    in.tp = 8;
+    in.dp = 1;
+    in.sequence_parallel = true;
+    in.seq_len = 4096;
+    in.micro_batch = micro_batch;
+    in.recompute = Recompute::None;
+    in.stack = st;
+    auto s = resolve_scenario(in, tp_test::presets());
+    INFO((s ? std::string() : s.error().message()));
+    REQUIRE(s);
+    return *s;
+}
+
+}  // namespace
+
 TEST_CASE("torchtitan's DTensor sequence parallelism copies each TP activation through dimension 0", "[stacks][time][tp]") {
     // Llama-3-8B on one 8 x H100 SXM node, TP 8 with sequence parallelism, 4,096
     // tokens a sequence, no recompute. Each layer runs two all-gather / reduce-scatter
@@ -2148,23 +2176,7 @@ TEST_CASE("torchtitan's DTensor sequence parallelism copies each TP activation t
     // the full tensor, 2 x msg), all_gather_tensor cats the chunks of its output (2 x
     // msg more) unless every dimension before the sequence is 1 (a view: local batch
     // 1). Backward runs the mirror collectives with the same copies.
-    auto tp_comm = [](Stack st, std::int64_t mb) {
-        ScenarioInput in;
-        in.model = "llama-3-8b";
-        in.gpu = "h100-sxm";
-        in.gpus = 8;
-        in.tp = 8;
-        in.dp = 1;
-        in.sequence_parallel = true;
-        in.seq_len = 4096;
-        in.micro_batch = mb;
-        in.recompute = Recompute::None;
-        in.stack = st;
-        auto s = resolve_scenario(in, tp_test::presets());
-        INFO((s ? std::string() : s.error().message()));
-        REQUIRE(s);
-        return estimate_time(*s).time.tp_comm_s;
-    };
+    auto tp_comm = [](Stack st, std::int64_t mb) { return estimate_time(tp8_sp_scenario(st, mb)).time.tp_comm_s; };
     // The H100 SXM preset's HBM: 3,350 GB/s at its measured 0.84 (2,814 GB/s).
     const double hbm = 3350e9 * 0.84;
     for (std::int64_t mb : {1, 2}) {
@@ -2178,4 +2190,46 @@ TEST_CASE("torchtitan's DTensor sequence parallelism copies each TP activation t
     CHECK(tp_comm(Stack::Torchtitan, 2) - tp_comm(Stack::GenericEager, 2) == Approx(0.0122).epsilon(0.01));
     // Megatron's sequence parallelism keeps the sequence dimension first ([s, b, h]): no copies.
     CHECK(tp_comm(Stack::MegatronCore, 2) == Approx(tp_comm(Stack::GenericEager, 2)).epsilon(1e-9));
+}
+
+TEST_CASE("torchtitan's Qwen3 TP plan before PR #1870 gathers q and k for their norms; RoPE runs on every head", "[stacks][time][tp]") {
+    // Qwen3-32B-shaped layers (h 5,120, 64 query / 8 KV heads of 128, QK-norm) on one
+    // 8 x H100 node at TP 8 with sequence parallelism, one 4,096-token sequence, no
+    // recompute. Until PR #1870 (2025-10-14) torchtitan's Qwen3 plan set q_norm and
+    // k_norm to NoParallel: each forward gathers the normed q (tokens x 8,192 x 2 B)
+    // and k (tokens x 1,024 x 2 B) along the head dimension, each with a chunk + cat
+    // copy (read + write), and RoPE then rotates all 64 + 8 heads on every rank.
+    ModelSpec m = tp_test::model("llama-3-8b");
+    m.name = "Qwen3-32B layers";
+    m.num_layers = 4;
+    m.hidden = 5120;
+    m.num_heads = 64;
+    m.num_kv_heads = 8;
+    m.head_dim = 128;
+    m.ffn = 25600;
+    m.qk_norm = true;
+    auto run = [&](Stack st) {
+        const Scenario s = tp8_sp_scenario(st, 1, m);
+        return std::pair{s, estimate_time(s).time};
+    };
+    const auto [s_new, t_new] = run(Stack::Torchtitan);
+    const auto [s_old, t_old] = run(Stack::Torchtitan2025);
+    const TierCosts tc = tier_costs(s_old.cluster);
+    const double hbm = 3350e9 * 0.84;  // the H100 SXM preset's HBM at its measured efficiency
+    const double q = 4096.0 * 8192 * 2, k = 4096.0 * 1024 * 2;
+    const double gathers = allgather_s(q, 8, tc.intra) + allgather_s(k, 8, tc.intra) + 2 * (q + k) / hbm;
+    CHECK(t_old.tp_comm_s - t_new.tp_comm_s == Approx(4 * gathers).epsilon(1e-6));  // forward only, 4 layers
+    // 75.5 MB gathered a layer over NVLink (7/8 of it moved, at about 360 GB/s of bus
+    // bandwidth, plus the ring's hops), 151 MB copied: about 0.3 ms.
+    CHECK(gathers == Approx(0.3e-3).epsilon(0.15));
+    // RoPE on all 9,216 head columns of q and k on every rank, not on 1/8 of them:
+    // 7/8 of the rotary op's full forward and backward traffic more a layer.
+    double rope_bytes = 0;
+    for (const OpDef& o : build_step_graph(s_old.model, s_old.setup).ops)
+        if (o.role == OpRole::Rope) rope_bytes = o.hbm_bytes_per_token * 4096 * (1 + o.bwd_hbm_factor);
+    REQUIRE(rope_bytes > 0);
+    CHECK(t_old.memory_bound_s - t_new.memory_bound_s == Approx(4 * 7.0 / 8 * rope_bytes / hbm).epsilon(1e-6));
+    // A model without QK-norm has nothing to gather.
+    m.qk_norm = false;
+    CHECK(run(Stack::Torchtitan2025).second.step_s == Approx(run(Stack::Torchtitan).second.step_s).epsilon(1e-12));
 }

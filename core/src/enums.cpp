@@ -97,6 +97,7 @@ constexpr EnumEntry kStack[] = {
     {TP_E(Stack, LitGPT), "litgpt", "lit-gpt,lightning", "LitGPT on Lightning Fabric"},
     {TP_E(Stack, LitGPT2023), "litgpt-2023.10", "lit-gpt-2023.10", "Lit-GPT up to 2023-10-24 (PR #606): RMSNorm in the activation dtype, no fp32 upcast"},
     {TP_E(Stack, Torchtitan), "torchtitan", "", "torchtitan (FSDP2, torch.compile optional)"},
+    {TP_E(Stack, Torchtitan2025), "torchtitan-2025.09", "", "torchtitan up to 2025-10-14 (PR #1870): Qwen3's TP plan gathers q and k to every rank for their norms (NoParallel), RoPE then runs on all heads"},
     {TP_E(Stack, Torchtune), "torchtune", "", "torchtune recipes (chunked cross-entropy)"},
     {TP_E(Stack, Torchtune2024), "torchtune-2024.07", "", "torchtune recipes up to 2024-07-28 (PR #1235): cross-entropy on the whole fp32 logits, kept through backward"},
     {TP_E(Stack, DeepSpeed), "deepspeed", "", "DeepSpeed engine over Hugging Face model code"},

@@ -614,6 +614,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         const bool kernel = rope_kernel(sc);
         OpDef& rope = b.elementwise("rope", OpRole::Rope, OpKind::Elementwise, TP, (kernel ? 2 : 10) * (qd + kvd) * sa, {});
         if (!kernel) rope.bwd_hbm_factor = 1.5;
+        // Under a TP plan that gathers the normed q and k to every rank, RoPE rotates
+        // every head there (time.cpp model_parallel_terms counts the gathers).
+        rope.full_on_each_tp_rank = m.qk_norm && sc.tp_gathers_qk_norm;
     }
     int ctx = -1;
     if (fused_attention_runs(t)) {

@@ -261,6 +261,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.fused_linear_ce_default = r.boolean(from("fused_linear_ce_default"), sec, "fused_linear_ce_default");
         c.packed_qkv = r.boolean(from("packed_qkv"), sec, "packed_qkv");
         c.tp_shard_dim_copies = r.boolean(from("tp_shard_dim_copies"), sec, "tp_shard_dim_copies");
+        c.tp_gathers_qk_norm = r.boolean(from("tp_gathers_qk_norm"), sec, "tp_gathers_qk_norm");
         c.expandable_segments = r.boolean(from("expandable_segments"), sec, "expandable_segments");
         c.optimizer_foreach = r.boolean(from("optimizer_foreach"), sec, "optimizer_foreach");
         c.lora_input_cast = r.boolean(from("lora_input_cast"), sec, "lora_input_cast");

@@ -340,7 +340,7 @@ void op_times(const TimeContext& c, const OpDef& o, PassTimes& p) {
             // key for softmax / dropout over eager attention scores); backward
             // reads and writes bwd_hbm_factor times as much.
             double bytes = o.hbm_bytes_per_token * tokens + o.hbm_bytes_per_token_sq * sq * tokens;
-            if (o.split == Split::TensorParallel || sp) bytes /= tp;
+            if (!o.full_on_each_tp_rank && (o.split == Split::TensorParallel || sp)) bytes /= tp;
             fwd = bytes / hw.bw + hw.eff.kernel_overhead_s;
             bwd = o.bwd_hbm_factor * bytes / hw.bw + hw.eff.kernel_overhead_s;
             p.memory_bound += fwd + bwd;
@@ -628,6 +628,16 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
             else if (col.kind == CollectiveKind::ExpertAllToAll && lay.ep > 1)
                 ep_s += 2.0 * alltoall_s(msg / (sp ? lay.tp : 1), lay.ep, ep_link);
         }
+    }
+    // A TP plan that keeps the per-head q / k norms unsharded (stack
+    // tp_gathers_qk_norm) all-gathers the normed q and k along the head dimension
+    // each forward (recomputed ones too), each with the chunk + cat copy of a gather
+    // along a dimension other than 0.
+    if (lay.tp > 1 && c.s.model.qk_norm && policy().stack(t.stack).tp_gathers_qk_norm) {
+        const ModelSpec& m = c.s.model;
+        const double q = c.tokens_mb * static_cast<double>(m.num_heads * m.head_dim) * c.act_bytes;
+        const double k = c.tokens_mb * static_cast<double>(m.num_kv_heads * m.head_dim) * c.act_bytes;
+        tp_s += (1.0 + rec_share) * (allgather_s(q, lay.tp, tp_link) + allgather_s(k, lay.tp, tp_link) + 2.0 * (q + k) / c.hw.bw);
     }
     tb.tp_comm_s = c.micro_batches * c.max_layers * tp_s;
     // Megatron-Core --tp-comm-overlap: only the first chunk of each split GEMM's

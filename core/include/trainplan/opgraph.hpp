@@ -176,6 +176,9 @@ struct OpDef {
     // second matmul; everything else recomputed). 1 for recomputed ops, 0.5 for a fused
     // pair of matmuls of which one is kept.
     double per_op_recompute = 0;
+    // A memory-bound op every TP rank runs in full, on gathered tensors (RoPE after
+    // torchtitan's unsharded Qwen3 q / k norms: StackConventions::tp_gathers_qk_norm).
+    bool full_on_each_tp_rank = false;
     WeightDef weight;
     InlineList<CollectiveDef, 4> collectives;
     InlineList<int, 8> saves;  // indices into StepGraph::tensors

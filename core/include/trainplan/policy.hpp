@@ -105,6 +105,10 @@ struct StackConventions {
     // move to and from dimension 0 with a full-size copy each: data/defaults.toml
     // [stack.*] tp_shard_dim_copies.
     bool tp_shard_dim_copies = false;
+    // Its TP plan keeps the per-head q / k norms unsharded (torchtitan's Qwen3 before
+    // PR #1870): q and k are gathered to every rank each forward and RoPE runs on all
+    // heads: data/defaults.toml [stack.*] tp_gathers_qk_norm.
+    bool tp_gathers_qk_norm = false;
     // Its runs set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (TrainingSetup::
     // expandable_segments; the reserve per mode: Policy::reserve_fraction_*).
     bool expandable_segments = false;

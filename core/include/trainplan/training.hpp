@@ -78,6 +78,7 @@ enum class Stack {
     LitGPT,
     LitGPT2023,    // Lit-GPT before 2023-10-24 (PR #606): RMSNorm in the activation dtype
     Torchtitan,
+    Torchtitan2025,  // torchtitan before 2025-10-14 (PR #1870): Qwen3's q_norm / k_norm gather q and k to every TP rank
     Torchtune,
     Torchtune2024,  // torchtune recipes before 2024-07-28 (PR #1235): whole fp32 logits kept through backward
     DeepSpeed,     // DeepSpeed engine over Hugging Face model code (DeepSpeed-Chat, HF + ZeRO)
