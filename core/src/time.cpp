@@ -635,8 +635,8 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
     // along a dimension other than 0.
     if (lay.tp > 1 && c.s.model.qk_norm && policy().stack(t.stack).tp_gathers_qk_norm) {
         const ModelSpec& m = c.s.model;
-        const double q = c.tokens_mb * static_cast<double>(m.num_heads * m.head_dim) * c.act_bytes;
-        const double k = c.tokens_mb * static_cast<double>(m.num_kv_heads * m.head_dim) * c.act_bytes;
+        const double q = c.tokens_mb * static_cast<double>(m.q_dim()) * c.act_bytes;
+        const double k = c.tokens_mb * static_cast<double>(m.kv_dim()) * c.act_bytes;
         tp_s += (1.0 + rec_share) * (allgather_s(q, lay.tp, tp_link) + allgather_s(k, lay.tp, tp_link) + 2.0 * (q + k) / c.hw.bw);
     }
     tb.tp_comm_s = c.micro_batches * c.max_layers * tp_s;
