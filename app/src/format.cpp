@@ -120,10 +120,10 @@ std::string describe_setup(const Scenario& s) {
                             : sc.elementwise,
                         attention, "caching allocator, " + allocator_segments(t));
     if (adamw_runs_foreach(t)) line += "; AdamW foreach (one memory pass per op)";
-    if (p.tp > 1 && p.sequence_parallel && sc.tp_shard_dim_copies)
-        line += t.micro_batch > 1 ? "; DTensor sequence parallelism: each TP all-gather and reduce-scatter copies its tensor through dimension 0"
-                                  : "; DTensor sequence parallelism: each TP reduce-scatter copies its input through dimension 0";
-    if (p.tp > 1 && s.model.qk_norm && sc.tp_gathers_qk_norm)
+    if (const double copies = tp_shard_dim_copies_per_pair(t); copies > 0)
+        line += copies > 2 ? "; DTensor sequence parallelism: each TP all-gather and reduce-scatter copies its tensor through dimension 0"
+                           : "; DTensor sequence parallelism: each TP reduce-scatter copies its input through dimension 0";
+    if (p.tp > 1 && tp_gathers_qk(s.model, t))
         line += "; q_norm / k_norm unsharded under TP (NoParallel): q and k gathered to every rank each forward, RoPE on all heads";
     if (fsdp_holds_input_grads(t))
         line += "; reentrant checkpointing under FSDP: each frozen block's input gradient held until backward ends";

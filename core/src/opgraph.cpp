@@ -453,6 +453,10 @@ SwigluKernel swiglu_kernel(const TrainingSetup& t) {
     return sc.fused_swiglu ? SwigluKernel::Fused : SwigluKernel::Eager;
 }
 
+bool tp_gathers_qk(const ModelSpec& m, const TrainingSetup& t) {
+    return m.qk_norm && policy().stack(t.stack).tp_gathers_qk_norm;
+}
+
 bool fused_attention_runs(const TrainingSetup& t) {
     return t.flash_attention && !(t.precision == Precision::FP32 && policy().stack(t.stack).fp32_attention_unfused);
 }
@@ -614,9 +618,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         const bool kernel = rope_kernel(sc);
         OpDef& rope = b.elementwise("rope", OpRole::Rope, OpKind::Elementwise, TP, (kernel ? 2 : 10) * (qd + kvd) * sa, {});
         if (!kernel) rope.bwd_hbm_factor = 1.5;
-        // Under a TP plan that gathers the normed q and k to every rank, RoPE rotates
-        // every head there (time.cpp model_parallel_terms counts the gathers).
-        rope.full_on_each_tp_rank = m.qk_norm && sc.tp_gathers_qk_norm;
+        rope.full_on_each_tp_rank = tp_gathers_qk(m, t);
     }
     int ctx = -1;
     if (fused_attention_runs(t)) {
@@ -962,7 +964,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             ws.tied_copy_trainable = base_trained;
         }
         if (w.params == 0) continue;
-        const int bucket = w.shard == ShardClass::Expert ? WeightSums::Expert : w.tp_split ? WeightSums::TensorParallel : WeightSums::Replicated;
+        const int bucket = WeightSums::bucket(w);
         (w.trainable ? ws.trainable : w.quantizable() ? ws.frozen_linear : ws.frozen_other)[bucket] += w.params;
         if (w.module_copy) ws.copies[bucket] += w.params;
         if (o.role == OpRole::VisionEncoder) (w.trainable ? ws.idle_trainable : ws.idle)[bucket] += w.params;

@@ -154,13 +154,12 @@ Communicators communicators(const Scenario& s, const ShardPlan& p, bool first, b
 
 StageParams stage_params(const StepGraph& g, const ShardPlan& p, double layers, bool first, bool last) {
     StageParams sp;
-    const double div[3] = {static_cast<double>(p.tp), 1.0, static_cast<double>(p.tp) * p.ep};
     const double count[3] = {first ? 1.0 : 0.0, layers, last ? 1.0 : 0.0};  // Site::First, Layer, Last
     for (int site = 0; site < 3; ++site) {
         if (count[site] == 0) continue;
         const WeightSums& w = g.weights[site];
         for (int b = 0; b < 3; ++b) {
-            const double k = count[site] / div[b];
+            const double k = count[site] / p.weight_divisor(b);
             double& all = b == WeightSums::Expert ? sp.expert : sp.dense;
             (b == WeightSums::Expert ? sp.trainable_expert : sp.trainable_dense) += k * w.trainable[b];
             (b == WeightSums::Expert ? sp.frozen_linear_expert : sp.frozen_linear_dense) += k * w.frozen_linear[b];

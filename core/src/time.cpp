@@ -85,6 +85,12 @@ double attention_window_share(const ModelSpec& m, std::int64_t seq_len) {
     return (global + (L - global) * local) / L;
 }
 
+double tp_shard_dim_copies_per_pair(const TrainingSetup& t) {
+    const ParallelLayout& lay = t.layout;
+    if (lay.tp <= 1 || !lay.sequence_parallel || !policy().stack(t.stack).tp_shard_dim_copies) return 0.0;
+    return 2.0 + (t.micro_batch > 1 ? 2.0 : 0.0);
+}
+
 bool adamw_runs_foreach(const TrainingSetup& t) {
     const bool frameworks_own = t.framework == Framework::DeepSpeed || t.framework == Framework::Megatron;
     return t.optimizer == OptimizerKind::AdamW && !frameworks_own && policy().stack(t.stack).optimizer_foreach;
@@ -474,12 +480,9 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
         double per_site[3] = {0, 0, 0};
         for (const OpDef& o : c.g.ops) {
             if (o.kind != OpKind::Gemm || !o.trainable_weight) continue;
-            // Each rank's share, divided as stage_params divides its buckets: the
-            // experts over tp x ep, the other tensor-parallel weights over tp.
-            const double share = o.weight.shard == ShardClass::Expert ? static_cast<double>(c.plan.tp) * c.plan.ep
-                                 : o.split == Split::TensorParallel ? static_cast<double>(c.plan.tp)
-                                                                    : 1.0;
-            per_site[static_cast<int>(o.site)] += o.gemm_n * o.gemm_k * std::max(1, o.gemm_groups) / share;
+            // Each rank's share of the weight, as stage_params divides its buckets.
+            per_site[static_cast<int>(o.site)] += o.gemm_n * o.gemm_k * std::max(1, o.gemm_groups) /
+                                                  c.plan.weight_divisor(WeightSums::bucket(o.weight));
         }
         const double stage_elems = c.on_stage(per_site);
         const double accumulate = c.micro_batches > 1 ? (c.micro_batches - 1.0) / c.micro_batches : 0.0;
@@ -617,8 +620,7 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
     // is 1 (a view then); a gather's backward is a reduce-scatter and the other way
     // round, so each pass copies the same. A read and a write of the tensor in HBM,
     // on the compute stream beside the collective.
-    const bool shard_dim_copies = sp && policy().stack(t.stack).tp_shard_dim_copies;
-    const double copies_per_pair = shard_dim_copies ? 2.0 * ((t.micro_batch > 1 ? 1.0 : 0.0) + 1.0) : 0.0;
+    const double copies_per_pair = tp_shard_dim_copies_per_pair(t);
     for (const OpDef& o : c.g.ops) {
         if (o.site != Site::Layer) continue;
         for (const CollectiveDef& col : o.collectives) {
@@ -633,7 +635,7 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
     // tp_gathers_qk_norm) all-gathers the normed q and k along the head dimension
     // each forward (recomputed ones too), each with the chunk + cat copy of a gather
     // along a dimension other than 0.
-    if (lay.tp > 1 && c.s.model.qk_norm && policy().stack(t.stack).tp_gathers_qk_norm) {
+    if (lay.tp > 1 && tp_gathers_qk(c.s.model, t)) {
         const ModelSpec& m = c.s.model;
         const double q = c.tokens_mb * static_cast<double>(m.q_dim()) * c.act_bytes;
         const double k = c.tokens_mb * static_cast<double>(m.kv_dim()) * c.act_bytes;

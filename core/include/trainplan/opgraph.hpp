@@ -200,7 +200,11 @@ struct ActivationCoeffs {
 // The weights of one site summed by how sharding treats them (the builder fills
 // them from the ops, so estimates need not walk the ops for parameters).
 struct WeightSums {
-    enum Bucket { TensorParallel = 0, Replicated = 1, Expert = 2 };  // divided by t, 1, t x ep
+    enum Bucket { TensorParallel = 0, Replicated = 1, Expert = 2 };  // divided by t, 1, t x ep (ShardPlan::weight_divisor)
+    // The bucket a weight falls in: routed experts, else split by TP or not.
+    [[nodiscard]] static Bucket bucket(const WeightDef& w) {
+        return w.shard == ShardClass::Expert ? Expert : w.tp_split ? TensorParallel : Replicated;
+    }
     double trainable[3] = {0, 0, 0};
     double frozen_linear[3] = {0, 0, 0};  // frozen base linear layers (QLoRA: 4-bit)
     double frozen_other[3] = {0, 0, 0};   // frozen norms, embeddings, router
@@ -337,6 +341,11 @@ enum class SwigluKernel { Eager, Fused, PackedFused };
 // fused backends take fp16 / bf16 only runs eager attention (data/defaults.toml
 // [stack.*] fp32_attention_unfused).
 [[nodiscard]] bool fused_attention_runs(const TrainingSetup& t);
+// Under tensor parallelism the stack's TP plan gathers a QK-norm model's q and k to
+// every rank (its tp_gathers_qk_norm): RoPE runs on every head there, and
+// model_parallel_terms (time.cpp) counts the gathers where tp > 1. Independent of
+// the layout, as the graph is (plan searches reuse one graph across layouts).
+[[nodiscard]] bool tp_gathers_qk(const ModelSpec& m, const TrainingSetup& t);
 
 // Builds the step of `m` as trained by `t` (method, dropout, FlashAttention,
 // activation dtype and framework change the list). MoE layers use the expected

@@ -49,6 +49,10 @@ struct ShardPlan {
     int expert_shard = 1;       // expert states: shard group / EP
     bool gathers_weights = false;  // weights sharded (ZeRO-3 / FSDP full or hybrid) over > 1 rank
     bool hybrid = false;
+    // What one rank holds of a weight bucket (WeightSums::Bucket): 1 / this.
+    [[nodiscard]] double weight_divisor(int bucket) const {
+        return bucket == WeightSums::Expert ? static_cast<double>(tp) * ep : bucket == WeightSums::TensorParallel ? tp : 1.0;
+    }
 };
 
 // The scenario must be valid (validate()).

@@ -132,5 +132,10 @@ struct TimeEstimate {
 // (data/defaults.toml [stack.*] optimizer_foreach), except under framework
 // deepspeed / megatron, whose own Adam is fused.
 [[nodiscard]] bool adamw_runs_foreach(const TrainingSetup& t);
+// Full-size copies, in tensors read and written, one TP all-gather / reduce-scatter
+// pair makes per pass under DTensor's sequence parallelism (the stack's
+// tp_shard_dim_copies): 2 (the reduce-scatter's input) + 2 (the gather's output,
+// unless the local batch is 1); 0 without TP, SP or that stack.
+[[nodiscard]] double tp_shard_dim_copies_per_pair(const TrainingSetup& t);
 
 }  // namespace trainplan
