@@ -111,8 +111,8 @@ constexpr EnumEntry kStack[] = {
 };
 constexpr EnumEntry kAttention[] = {
     {TP_E(AttentionKernel, Flash1), "flash1", "flash-attn-1", "FlashAttention 1"},
-    {TP_E(AttentionKernel, Flash2), "flash2", "sdpa,flash-attn-2", "FlashAttention 2 / PyTorch SDPA"},
-    {TP_E(AttentionKernel, Flash3), "flash3", "cudnn,flash-attn-3", "FlashAttention 3 / cuDNN (Hopper)"},
+    {TP_E(AttentionKernel, Flash2), "flash2", "sdpa,flash-attn-2", "FlashAttention 2 / PyTorch SDPA (on ROCm: the CK / AOTriton ports)"},
+    {TP_E(AttentionKernel, Flash3), "flash3", "cudnn,flash-attn-3", "FlashAttention 3 / cuDNN (Hopper); AITER fmha v3 (MI300X)"},
 };
 constexpr EnumEntry kHeldOutputs[] = {
     {TP_E(HeldOutputs, None), "none", "loss", "Only the loss (outputs dropped before backward)"},
