@@ -114,7 +114,7 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
         j["time"] = {{"step_s", t.step_s}, {"compute_s", t.compute_s}, {"communication_s", t.communication_s},
                      {"bubble_s", t.bubble_s}, {"optimizer_s", t.optimizer_s}, {"offload_s", t.offload_s}, {"data_s", t.data_s},
                      {"recompute_s", t.recompute_s}, {"memory_bound_s", t.memory_bound_s}, {"thermal_s", t.thermal_s}, {"host_s", t.host_s}, {"zero3_hooks_s", t.zero3_hooks_s}, {"tp_comm_s", t.tp_comm_s}, {"pp_comm_s", t.pp_comm_s}, {"tied_embedding_s", t.tied_embedding_s},
-                     {"dp_comm_s", t.dp_comm_s}, {"dp_exposed_s", t.dp_exposed_s}, {"ep_comm_s", t.ep_comm_s}, {"cp_comm_s", t.cp_comm_s}, {"cp_exposed_s", t.cp_exposed_s},
+                     {"dp_comm_s", t.dp_comm_s}, {"dp_exposed_s", t.dp_exposed_s}, {"fsdp_copies_s", t.fsdp_copies_s}, {"overlap_contention_s", t.overlap_contention_s}, {"ep_comm_s", t.ep_comm_s}, {"cp_comm_s", t.cp_comm_s}, {"cp_exposed_s", t.cp_exposed_s},
                      {"dp_intra_node_bytes", t.dp_intra_bytes}, {"dp_inter_node_bytes", t.dp_inter_bytes}};
         j["throughput"] = {{"tokens_per_s", th.tokens_per_s}, {"samples_per_s", th.samples_per_s},
                            {"tflops_per_gpu", th.model_tflops_per_gpu}, {"hardware_tflops_per_gpu", th.hardware_tflops_per_gpu},
@@ -166,7 +166,12 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     if (t.pp_comm_s > 0)
         comm += fmt::format("PP {} on {}{}; ", secs(t.pp_comm_s), te.placement.pp_link,
                             t.tied_embedding_s > 0 ? fmt::format(" (tied embeddings' gradient all-reduce {} of it)", secs(t.tied_embedding_s)) : "");
-    if (t.dp_comm_s > 0) comm += fmt::format("DP {} on {} ({} exposed); ", secs(t.dp_comm_s), te.placement.dp_link, secs(t.dp_exposed_s));
+    if (t.dp_comm_s > 0)
+        comm += fmt::format("DP {} on {} ({} exposed{}); ", secs(t.dp_comm_s), te.placement.dp_link, secs(t.dp_exposed_s),
+                            t.fsdp_copies_s + t.overlap_contention_s > 0
+                                ? fmt::format(", incl. FSDP2's copies on the compute stream {} and compute slowed beside the hidden collectives {}",
+                                              secs(t.fsdp_copies_s), secs(t.overlap_contention_s))
+                                : "");
     if (t.ep_comm_s > 0) comm += fmt::format("EP {} on {}; ", secs(t.ep_comm_s), te.placement.ep_link);
     if (t.cp_comm_s > 0) comm += fmt::format("CP K/V ring {} on {} ({} exposed); ", secs(t.cp_comm_s), te.placement.cp_link, secs(t.cp_exposed_s));
     row("communication", t.communication_s, comm.empty() ? "none" : comm.substr(0, comm.size() - 2));

@@ -192,6 +192,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
 
     const toml::table& ov = r.table("overlap");
     p.tp_comm_exposed_fraction = r.number(ov, "overlap", "tp_comm_exposed_fraction");
+    p.nccl_overlap_ctas = r.non_negative(ov, "overlap", "nccl_overlap_ctas");
 
     const toml::table& host = r.table("host");
     p.launch_queue_depth = r.non_negative(host, "host", "launch_queue_depth");
@@ -262,6 +263,7 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.packed_qkv = r.boolean(from("packed_qkv"), sec, "packed_qkv");
         c.tp_shard_dim_copies = r.boolean(from("tp_shard_dim_copies"), sec, "tp_shard_dim_copies");
         c.tp_gathers_qk_norm = r.boolean(from("tp_gathers_qk_norm"), sec, "tp_gathers_qk_norm");
+        c.fsdp2 = r.boolean(from("fsdp2"), sec, "fsdp2");
         c.expandable_segments = r.boolean(from("expandable_segments"), sec, "expandable_segments");
         c.optimizer_foreach = r.boolean(from("optimizer_foreach"), sec, "optimizer_foreach");
         c.lora_input_cast = r.boolean(from("lora_input_cast"), sec, "lora_input_cast");

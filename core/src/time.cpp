@@ -96,6 +96,15 @@ bool adamw_runs_foreach(const TrainingSetup& t) {
     return t.optimizer == OptimizerKind::AdamW && !frameworks_own && policy().stack(t.stack).optimizer_foreach;
 }
 
+bool fsdp2_layer_overlap(const TrainingSetup& t) {
+    return policy().stack(t.stack).fsdp2 && (t.fsdp == FsdpStrategy::FullShard || t.fsdp == FsdpStrategy::ShardGradOp);
+}
+
+double overlap_contention(const GpuSpec& g) {
+    const double ctas = policy().nccl_overlap_ctas;
+    return g.sm_count > ctas ? g.sm_count / (g.sm_count - ctas) - 1.0 : 0.0;
+}
+
 namespace {
 
 // How an attention kernel runs a layer's score and value matmuls: the share of
@@ -420,7 +429,18 @@ Hw make_hw(const Scenario& s) {
 // ---- compute per micro-batch on the critical (most-loaded) stage: its layers,
 // the head side (final norm, LM head, loss), and the embedding side when the
 // one stage holds both ends.
-void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, double& stage_bwd) {
+// What the critical stage computes in one micro-batch: its forward and its
+// backward (recompute apart), and one of its layers' forward and backward with
+// the recompute that layer's backward runs (what FSDP2's per-layer prefetch and
+// reductions overlap: data_parallel_terms).
+struct StagePasses {
+    double fwd = 0, bwd = 0;
+    double layer_fwd = 0, layer_bwd = 0;
+};
+
+void compute_terms(const TimeContext& c, TimeEstimate& est, StagePasses& passes) {
+    double& stage_fwd = passes.fwd;
+    double& stage_bwd = passes.bwd;
     const TrainingSetup& t = c.s.setup;
     const SiteTimes st = site_times(c);
     const PassTimes& lt = st.site[static_cast<int>(Site::Layer)];
@@ -499,6 +519,8 @@ void compute_terms(const TimeContext& c, TimeEstimate& est, double& stage_fwd, d
     const double memory_bound =
         L * lt.memory_bound + (t.recompute == Recompute::Full ? 0.5 * rec_layers * lt.memory_bound : 0.0) + unfused_accum + autocast_casts;
     const double stage = stage_fwd + stage_bwd + stage_rec;
+    passes.layer_fwd = lt.fwd;
+    passes.layer_bwd = lt.bwd + (L > 0 ? stage_rec / L : 0.0);
     // (An unbounded stage -- a zero bandwidth or peak -- stays unbounded, not inf - inf.)
     const double clocked = std::isfinite(stage) ? std::max(0.0, stage - memory_bound - dequant) : stage;
     const double gpu_mb = std::isfinite(stage) ? clocked / c.clock + (stage - clocked) : stage / c.clock;
@@ -688,7 +710,8 @@ void model_parallel_terms(const TimeContext& c, TimeEstimate& est) {
 // formulas on each tier (collectives.hpp); a group spanning nodes crosses the
 // network with 1/(ranks per node) of the data on each GPU's NIC share, while
 // the rest moves over NVLink at the same time (see dp_allgather below).
-void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_fwd, double stage_bwd) {
+void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePasses& passes) {
+    const double stage_fwd = passes.fwd, stage_bwd = passes.bwd;
     const TrainingSetup& t = c.s.setup;
     const ShardPlan& plan = c.plan;
     const ClusterSpec& cl = c.s.cluster;
@@ -733,6 +756,69 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, double stage_f
         return times * std::max(allgather_s(bytes, per_node, intra), allgather_s(bytes / per_node, nodes, inter));
     };
     const bool grads = full || trainable > 0;
+    if (fsdp2_layer_overlap(t) && !plan.hybrid) {
+        // FSDP2 (torch fully_shard; torch/distributed/fsdp/_fully_shard/
+        // _fsdp_param_group.py, _fsdp_collectives.py). Every micro-batch each layer
+        // is all-gathered before its forward (and again before its backward when
+        // it reshards after forward: FULL_SHARD; SHARD_GRAD_OP keeps it gathered)
+        // and its gradients reduce-scattered after its backward:
+        //  - the all-gathers run on their own stream, issued one layer ahead
+        //    (implicit prefetch in forward as the host runs ahead, explicit
+        //    backward prefetch of the next layer), so a layer's gather hides
+        //    behind the previous layer's compute;
+        //  - a layer's reduce-scatter runs behind the next layer's backward: its
+        //    post-backward makes the compute stream wait for the previous
+        //    reduce-scatter, so one is in flight at a time, and in backward it
+        //    shares the process group's NCCL stream with the prefetched gather;
+        //  - nothing precedes the first gathers (the embedding's and the first
+        //    layer's) or follows the last reductions (the first layer's and the
+        //    embedding's): exposed;
+        //  - the copy out of each all-gather's output into the parameters
+        //    (split_with_sizes_copy in wait_for_unshard, a read and a write of
+        //    the gathered bytes) and the copy of the 16-bit gradients into the
+        //    reduce-scatter's buffer in the reduce dtype (chunk_cat: fp32 under
+        //    torchtitan's default mixed_precision_reduce) run on the compute
+        //    stream, serial with the compute: pytorch issue #157027 measures
+        //    them ("FSDP::all_gather_copy_out", "FSDP::post_backward_reduce") at
+        //    1.4 % of a Llama 3 70B step on one 8-GPU node.
+        // What a layer's collectives take beyond the compute they hide behind is
+        // exposed. (FSDP1, llm-foundry's and the Trainer's, keeps the count
+        // below: its runs measure the collectives exposed.)
+        const double ag_passes = plan.gathers_weights ? 2.0 : 1.0;
+        const double ring = ring_latency_s(per_node, nodes, intra, inter);
+        const double comm = dp_allgather(w16, ag_passes) + (grads ? dp_allgather(grad_bytes) : 0) + (ag_passes + (grads ? 1 : 0)) * c.max_layers * ring;
+        auto gather_s = [&](double bytes) {
+            return bytes > 0 ? std::max(allgather_s(bytes, per_node, intra), allgather_s(bytes / per_node, nodes, inter)) + ring : 0.0;
+        };
+        const StageParams one = stage_params(c.g, plan, 1, false, false);
+        const double L = c.max_layers;
+        const double layer_w = gathered_bytes(t, one);
+        const double layer_g = grads ? std::max(0.0, one.trainable() - one.idle_trainable) * reduced_grad_elem_bytes(c) : 0.0;
+        // The embedding and head units: what the stage gathers beyond its layers, half
+        // of it (the embedding) ahead of the first layer.
+        const double edge_w = std::max(0.0, w16 - L * layer_w), edge_g = std::max(0.0, grad_bytes - L * layer_g);
+        const double ag = gather_s(layer_w), rs = gather_s(layer_g);
+        const double f = passes.layer_fwd / c.clock, b = passes.layer_bwd / c.clock;
+        const double regather = plan.gathers_weights ? ag : 0.0;
+        const double overlapped = std::max(0.0, L - 1) * std::max(0.0, ag - f) + L * std::max(0.0, regather + rs - b);
+        const double ends = gather_s(edge_w / 2) + ag + (grads ? gather_s(edge_g / 2) + rs : 0.0);
+        const double compute_elem = activation_bytes_per_elem(t.precision);
+        const double reduced_elems = grad_bytes / std::max(1e-30, reduced_grad_elem_bytes(c));
+        const double copies = (ag_passes * 2.0 * w16 + (grads ? reduced_elems * (compute_elem + reduced_grad_elem_bytes(c)) : 0.0)) / c.hw.bw;
+        // The collectives that hide still hold SMs: an NCCL kernel takes one SM per
+        // channel and shares it with no compute kernel (NVIDIA/nccl#689: "NCCL CTAs
+        // won't share an SM with compute kernels"; 16 SMs on a DGX), so the compute
+        // under them runs on sm - ctas SMs: stretched by sm / (sm - ctas) - 1 for as
+        // long as they run (overlap_contention).
+        const double exposed = std::min(comm, overlapped + ends);
+        tb.dp_comm_s = c.micro_batches * comm;
+        tb.fsdp_copies_s = c.micro_batches * copies;
+        tb.overlap_contention_s = c.micro_batches * (comm - exposed) * overlap_contention(c.s.cluster.gpu);
+        tb.dp_exposed_s = c.micro_batches * exposed + tb.fsdp_copies_s + tb.overlap_contention_s;
+        tb.dp_intra_bytes = c.micro_batches * intra_bytes;
+        tb.dp_inter_bytes = c.micro_batches * inter_bytes;
+        return;
+    }
     if (plan.gathers_weights && plan.hybrid) {
         // FSDP HYBRID_SHARD: all-gather the 16-bit weights inside the node for
         // forward and again for backward, reduce-scatter the gradients inside
@@ -1079,10 +1165,10 @@ TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {
                                     ? "tp_comm_overlap does not overlap TP traffic here: the TP group spans nodes, and Transformer Engine's userbuffers need it inside one node"
                                     : "tp_comm_overlap does not overlap TP traffic here: " + s.cluster.intra_node.name +
                                           " has no peer access, and Transformer Engine's userbuffers need it (CUDA IPC / multicast)"});
-    double stage_fwd = 0, stage_bwd = 0;
-    compute_terms(c, est, stage_fwd, stage_bwd);
+    StagePasses passes;
+    compute_terms(c, est, passes);
     model_parallel_terms(c, est);
-    data_parallel_terms(c, est, stage_fwd, stage_bwd);
+    data_parallel_terms(c, est, passes);
     TimeBreakdown& tb = est.time;
     tb.communication_s = tb.tp_comm_s + tb.ep_comm_s + tb.pp_comm_s + tb.dp_exposed_s + tb.cp_exposed_s;
     optimizer_terms(c, est);

@@ -109,6 +109,11 @@ struct StackConventions {
     // PR #1870): q and k are gathered to every rank each forward and RoPE runs on all
     // heads: data/defaults.toml [stack.*] tp_gathers_qk_norm.
     bool tp_gathers_qk_norm = false;
+    // Its FSDP is torch's fully_shard (FSDP2): each layer's all-gather is prefetched
+    // behind the layer before it and its reduce-scatter runs behind the next one's
+    // backward, while the copies out of the gathered buffer and into the reduction's
+    // buffer run on the compute stream: data/defaults.toml [stack.*] fsdp2.
+    bool fsdp2 = false;
     // Its runs set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (TrainingSetup::
     // expandable_segments; the reserve per mode: Policy::reserve_fraction_*).
     bool expandable_segments = false;
@@ -154,6 +159,7 @@ public:
     double grad_bucket_bytes = 0;
     // Share of the TP collectives left exposed under --tp-comm-overlap ([overlap]).
     double tp_comm_exposed_fraction = 0;
+    double nccl_overlap_ctas = 0;  // SMs an overlapped NCCL collective holds ([overlap])
     // GPTQ int4 bases ([qlora]): group size and the HBM bytes per parameter of
     // auto-gptq's torch dequantization path.
     double gptq_group_size = 0;

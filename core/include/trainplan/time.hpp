@@ -72,6 +72,10 @@ struct TimeBreakdown {
     // what the host spends issuing the step; part of host_s only where it makes the
     // host the slower side).
     double zero3_hooks_s = 0;
+    // Parts of dp_exposed_s under FSDP2 (fsdp2_layer_overlap): the copies out of the
+    // all-gathers' buffers and into the reduce-scatters' on the compute stream, and
+    // the compute slowed beside the collectives it hides (overlap_contention).
+    double fsdp_copies_s = 0, overlap_contention_s = 0;
     // Part of offload_s a paged optimizer spends moving its paged-out states in and
     // back out over PCIe (time.cpp optimizer_terms).
     double paging_s = 0;
@@ -137,5 +141,13 @@ struct TimeEstimate {
 // tp_shard_dim_copies): 2 (the reduce-scatter's input) + 2 (the gather's output,
 // unless the local batch is 1); 0 without TP, SP or that stack.
 [[nodiscard]] double tp_shard_dim_copies_per_pair(const TrainingSetup& t);
+// FSDP as the stack runs it is FSDP2 (torch fully_shard, data/defaults.toml [stack.*]
+// fsdp2) sharding each layer (full-shard or shard-grad-op): its collectives overlap
+// the neighbouring layers' compute, one layer ahead (time.cpp data_parallel_terms).
+[[nodiscard]] bool fsdp2_layer_overlap(const TrainingSetup& t);
+// How much longer compute runs beside an NCCL collective it overlaps: the
+// collective holds [overlap] nccl_overlap_ctas of the GPU's SMs (sm / (sm - ctas) - 1;
+// 0 where the preset gives no SM count).
+[[nodiscard]] double overlap_contention(const GpuSpec& g);
 
 }  // namespace trainplan
