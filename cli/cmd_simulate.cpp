@@ -166,14 +166,15 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     if (t.pp_comm_s > 0)
         comm += fmt::format("PP {} on {}{}; ", secs(t.pp_comm_s), te.placement.pp_link,
                             t.tied_embedding_s > 0 ? fmt::format(" (tied embeddings' gradient all-reduce {} of it)", secs(t.tied_embedding_s)) : "");
-    if (t.dp_comm_s > 0)
-        comm += fmt::format("DP {} on {} ({} exposed{}); ", secs(t.dp_comm_s), te.placement.dp_link, secs(t.dp_exposed_s),
-                            t.fsdp_copies_s + t.overlap_contention_s > 0
-                                ? fmt::format(", incl. FSDP2's copies on the compute stream {} and compute slowed beside the hidden collectives {}",
-                                              secs(t.fsdp_copies_s), secs(t.overlap_contention_s))
-                                : "");
+    if (t.dp_comm_s > 0) {
+        std::string parts;
+        if (t.fsdp_copies_s > 0) parts += fmt::format(", incl. FSDP2's buffer copies on the compute stream {}", secs(t.fsdp_copies_s));
+        comm += fmt::format("DP {} on {} ({} exposed{}); ", secs(t.dp_comm_s), te.placement.dp_link, secs(t.dp_exposed_s), parts);
+    }
     if (t.ep_comm_s > 0) comm += fmt::format("EP {} on {}; ", secs(t.ep_comm_s), te.placement.ep_link);
     if (t.cp_comm_s > 0) comm += fmt::format("CP K/V ring {} on {} ({} exposed); ", secs(t.cp_comm_s), te.placement.cp_link, secs(t.cp_exposed_s));
+    if (t.overlap_contention_s > 0)
+        comm += fmt::format("incl. {} of compute slowed beside the collectives it hides (the SMs NCCL holds); ", secs(t.overlap_contention_s));
     row("communication", t.communication_s, comm.empty() ? "none" : comm.substr(0, comm.size() - 2));
     row("bubble", t.bubble_s, s.setup.layout.pp > 1 ? fmt::format("(p-1)/(m v) = {:.3f}", (s.setup.layout.pp - 1.0) / (s.setup.grad_accum * s.setup.layout.vp)) : "");
     row("optimizer", t.optimizer_s, s.setup.optimizer_offload != Offload::None ? "on the CPU (see offload)" : "memory-bound update");

@@ -52,7 +52,9 @@ TEST_CASE("context parallelism: K/V ring volume and time, TP2CP2 at 8K as in Meg
     // against 8.4 + 22.7 = 31.1 us and 8.4 + 45.5 = 53.9 us of sending.
     const double block = 4.0 * 2048 * 4096 * 8192 * 0.5 / 2;
     CHECK(block / 989.4e12 > lat + kv / bus);
-    CHECK(j["time"]["cp_exposed_s"].get<double>() == 0.0);
+    // What is left is the attention slowed beside the ring's kernels, which hold 16 of
+    // the H100's 132 SMs while they run: 132 / 116 - 1 = 13.8 % of the ring's time.
+    CHECK(j["time"]["cp_exposed_s"].get<double>() == Approx(32 * per_layer * (132.0 / 116 - 1)).epsilon(1e-9));
 }
 
 TEST_CASE("context parallelism: EasyContext's ring-attention throughput from 512K to 700K tokens falls as published", "[context-parallel][time][published]") {

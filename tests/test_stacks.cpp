@@ -2287,6 +2287,10 @@ TEST_CASE("torchtitan's FSDP2 hides each layer's collectives behind its neighbou
     // The collectives that hide still hold 16 of the 132 SMs (NVIDIA/nccl#689): the
     // compute under them runs 132 / 116 - 1 = 13.8 % longer while they last.
     CHECK(t.overlap_contention_s == Approx((t.dp_comm_s - ends) * (132.0 / 116 - 1)).epsilon(0.01));
+    // The same 16 SMs of an A100's 108: 17.4 %; a preset without an SM count: none counted.
+    CHECK(overlap_contention(tp_test::gpu("h100-sxm")) == Approx(132.0 / 116 - 1));
+    CHECK(overlap_contention(tp_test::gpu("a100-sxm-80gb")) == Approx(108.0 / 92 - 1));
+    CHECK(overlap_contention(tp_test::gpu("mi300x")) == 0);
     // FSDP1 (the Trainer's, llm-foundry's) keeps its collectives exposed, as its runs measure.
     const TimeBreakdown f1 = estimate_time(fsdp8_scenario(Stack::GenericEager, 8192, 1)).time;
     CHECK(f1.dp_exposed_s == Approx(f1.dp_comm_s).epsilon(1e-12));

@@ -134,10 +134,14 @@ TEST_CASE("torch DDP's all-reduce adds its whole time to the step (2 x RTX 3090 
     CHECK(extra_nop2p("gpt2-large", "128") == Approx(0.5146).epsilon(0.15));
     CHECK(extra_nop2p("gpt2-medium", "256") == Approx(0.2476).epsilon(0.15));
     // With the all-reduce hidden behind backward (as Megatron's
-    // --overlap-grad-reduce is), the same job would add almost nothing.
+    // --overlap-grad-reduce is), the same job adds only what the hidden all-reduce's
+    // 16 SMs cost the backward under it, 82 / 66 - 1 = 24.2 % of the RTX 3090's
+    // compute while it runs, and the last bucket.
     const json meg = sim({"gpt2-large", "--gpu", "rtx-3090", "--precision", "fp32", "--framework", "megatron", "--micro-batch", "4",
                           "--seq-len", "128", "--flash-attention", "off", "--node", "2x-rtx-3090-nvlink", "--gpus", "2"});
-    CHECK(meg["time"]["dp_exposed_s"].get<double>() < 0.2 * meg["time"]["dp_comm_s"].get<double>());
+    CHECK(meg["time"]["dp_exposed_s"].get<double>() < 0.3 * meg["time"]["dp_comm_s"].get<double>());
+    // (The last bucket, 25 MB, crosses the bridge in under a millisecond.)
+    CHECK(meg["time"]["overlap_contention_s"].get<double>() > (82.0 / 66 - 1) * (meg["time"]["dp_comm_s"].get<double>() - 0.001));
 }
 
 TEST_CASE("pipeline bubble is (p - 1) micro-batch slots of 1F1B", "[time][pipeline]") {

@@ -805,16 +805,10 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
         const double compute_elem = activation_bytes_per_elem(t.precision);
         const double reduced_elems = grad_bytes / std::max(1e-30, reduced_grad_elem_bytes(c));
         const double copies = (ag_passes * 2.0 * w16 + (grads ? reduced_elems * (compute_elem + reduced_grad_elem_bytes(c)) : 0.0)) / c.hw.bw;
-        // The collectives that hide still hold SMs: an NCCL kernel takes one SM per
-        // channel and shares it with no compute kernel (NVIDIA/nccl#689: "NCCL CTAs
-        // won't share an SM with compute kernels"; 16 SMs on a DGX), so the compute
-        // under them runs on sm - ctas SMs: stretched by sm / (sm - ctas) - 1 for as
-        // long as they run (overlap_contention).
-        const double exposed = std::min(comm, overlapped + ends);
+        // (The compute the hidden collectives slow: contention_terms.)
         tb.dp_comm_s = c.micro_batches * comm;
         tb.fsdp_copies_s = c.micro_batches * copies;
-        tb.overlap_contention_s = c.micro_batches * (comm - exposed) * overlap_contention(c.s.cluster.gpu);
-        tb.dp_exposed_s = c.micro_batches * exposed + tb.fsdp_copies_s + tb.overlap_contention_s;
+        tb.dp_exposed_s = c.micro_batches * std::min(comm, overlapped + ends) + tb.fsdp_copies_s;
         tb.dp_intra_bytes = c.micro_batches * intra_bytes;
         tb.dp_inter_bytes = c.micro_batches * inter_bytes;
         return;
@@ -954,6 +948,22 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
     }
     tb.dp_intra_bytes = intra_bytes;
     tb.dp_inter_bytes = inter_bytes;
+}
+
+// ---- the SMs the overlapped collectives hold. An NCCL kernel takes one SM per
+// channel and shares it with no compute kernel (NVIDIA/nccl#689: "NCCL CTAs won't
+// share an SM with compute kernels"; 16 SMs on a DGX with 8 NICs), so the compute
+// under a data-parallel or context-parallel collective it hides runs on the rest,
+// stretched by overlap_contention for as long as the collective runs. (Transformer
+// Engine's TP overlap sizes its own SM margin, in the GEMM rate it is measured at.)
+void contention_terms(const TimeContext& c, TimeEstimate& est) {
+    TimeBreakdown& tb = est.time;
+    const double k = overlap_contention(c.s.cluster.gpu);
+    const double dp_hidden = std::max(0.0, tb.dp_comm_s - (tb.dp_exposed_s - tb.fsdp_copies_s));
+    const double cp_hidden = std::max(0.0, tb.cp_comm_s - tb.cp_exposed_s);
+    tb.dp_exposed_s += k * dp_hidden;
+    tb.cp_exposed_s += k * cp_hidden;
+    tb.overlap_contention_s = k * (dp_hidden + cp_hidden);
 }
 
 // ---- optimizer step: memory-bound over the states each GPU updates; or
@@ -1169,6 +1179,7 @@ TimeEstimate estimate_time(const Scenario& s, const StepGraph& g) {
     compute_terms(c, est, passes);
     model_parallel_terms(c, est);
     data_parallel_terms(c, est, passes);
+    contention_terms(c, est);
     TimeBreakdown& tb = est.time;
     tb.communication_s = tb.tp_comm_s + tb.ep_comm_s + tb.pp_comm_s + tb.dp_exposed_s + tb.cp_exposed_s;
     optimizer_terms(c, est);

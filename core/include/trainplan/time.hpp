@@ -72,10 +72,12 @@ struct TimeBreakdown {
     // what the host spends issuing the step; part of host_s only where it makes the
     // host the slower side).
     double zero3_hooks_s = 0;
-    // Parts of dp_exposed_s under FSDP2 (fsdp2_layer_overlap): the copies out of the
-    // all-gathers' buffers and into the reduce-scatters' on the compute stream, and
-    // the compute slowed beside the collectives it hides (overlap_contention).
-    double fsdp_copies_s = 0, overlap_contention_s = 0;
+    // Part of dp_exposed_s under FSDP2 (fsdp2_layer_overlap): the copies out of the
+    // all-gathers' buffers and into the reduce-scatters' on the compute stream.
+    double fsdp_copies_s = 0;
+    // Part of dp_exposed_s and cp_exposed_s: the compute slowed beside the data- and
+    // context-parallel collectives it hides (overlap_contention).
+    double overlap_contention_s = 0;
     // Part of offload_s a paged optimizer spends moving its paged-out states in and
     // back out over PCIe (time.cpp optimizer_terms).
     double paging_s = 0;
