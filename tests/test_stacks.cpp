@@ -2291,6 +2291,11 @@ TEST_CASE("torchtitan's FSDP2 hides each layer's collectives behind its neighbou
     CHECK(overlap_contention(tp_test::gpu("h100-sxm")) == Approx(132.0 / 116 - 1));
     CHECK(overlap_contention(tp_test::gpu("a100-sxm-80gb")) == Approx(108.0 / 92 - 1));
     CHECK(overlap_contention(tp_test::gpu("mi300x")) == 0);
+    // Under torchtitan's own engine ZeRO-3 is that same FSDP2 full sharding (the plan
+    // search's spelling of it).
+    Scenario zero3 = s;
+    zero3.setup.fsdp = FsdpStrategy::None;
+    CHECK(estimate_time(zero3).time.dp_exposed_s == Approx(t.dp_exposed_s).epsilon(1e-12));
     // FSDP1 (the Trainer's, llm-foundry's) keeps its collectives exposed, as its runs measure.
     const TimeBreakdown f1 = estimate_time(fsdp8_scenario(Stack::GenericEager, 8192, 1)).time;
     CHECK(f1.dp_exposed_s == Approx(f1.dp_comm_s).epsilon(1e-12));

@@ -97,7 +97,10 @@ bool adamw_runs_foreach(const TrainingSetup& t) {
 }
 
 bool fsdp2_layer_overlap(const TrainingSetup& t) {
-    return policy().stack(t.stack).fsdp2 && (t.fsdp == FsdpStrategy::FullShard || t.fsdp == FsdpStrategy::ShardGradOp);
+    // Under the stack's own engine a ZeRO stage is its FSDP's: 3 full-shard, 2
+    // shard-grad-op (reshard_after_forward=False) -- not under DeepSpeed or Megatron.
+    const bool own_engine = t.framework != Framework::DeepSpeed && t.framework != Framework::Megatron;
+    return policy().stack(t.stack).fsdp2 && own_engine && t.fsdp != FsdpStrategy::HybridShard && (t.zero_stage == 2 || t.zero_stage == 3);
 }
 
 double overlap_contention(const GpuSpec& g) {

@@ -144,8 +144,9 @@ struct TimeEstimate {
 // unless the local batch is 1); 0 without TP, SP or that stack.
 [[nodiscard]] double tp_shard_dim_copies_per_pair(const TrainingSetup& t);
 // FSDP as the stack runs it is FSDP2 (torch fully_shard, data/defaults.toml [stack.*]
-// fsdp2) sharding each layer (full-shard or shard-grad-op): its collectives overlap
-// the neighbouring layers' compute, one layer ahead (time.cpp data_parallel_terms).
+// fsdp2) sharding each layer (full-shard or shard-grad-op, or ZeRO-3 / ZeRO-2 under
+// the stack's own engine): its collectives overlap the neighbouring layers' compute,
+// one layer ahead (time.cpp data_parallel_terms).
 [[nodiscard]] bool fsdp2_layer_overlap(const TrainingSetup& t);
 // How much longer compute runs beside an NCCL collective it overlaps: the
 // collective holds [overlap] nccl_overlap_ctas of the GPU's SMs (sm / (sm - ctas) - 1;
