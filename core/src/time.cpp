@@ -429,9 +429,6 @@ Hw make_hw(const Scenario& s) {
     return hw;
 }
 
-// ---- compute per micro-batch on the critical (most-loaded) stage: its layers,
-// the head side (final norm, LM head, loss), and the embedding side when the
-// one stage holds both ends.
 // What the critical stage computes in one micro-batch: its forward and its
 // backward (recompute apart), and one of its layers' forward and backward with
 // the recompute that layer's backward runs (what FSDP2's per-layer prefetch and
@@ -441,6 +438,9 @@ struct StagePasses {
     double layer_fwd = 0, layer_bwd = 0;
 };
 
+// ---- compute per micro-batch on the critical (most-loaded) stage: its layers,
+// the head side (final norm, LM head, loss), and the embedding side when the
+// one stage holds both ends.
 void compute_terms(const TimeContext& c, TimeEstimate& est, StagePasses& passes) {
     double& stage_fwd = passes.fwd;
     double& stage_bwd = passes.bwd;
@@ -731,7 +731,8 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
     // Weights no pass runs on text batches (an image encoder) are never gathered,
     // and DeepSpeed reduces only what its gradient hooks see: none of theirs.
     // (A flat gradient buffer, Megatron's or torch DDP's, reduces them as zeros.)
-    const double reduced = trainable - (runs_deepspeed_zero(t) || plan.gathers_weights ? c.crit.idle_trainable : 0.0);
+    auto reduced_of = [&](const StageParams& p) { return p.trainable() - (runs_deepspeed_zero(t) || plan.gathers_weights ? p.idle_trainable : 0.0); };
+    const double reduced = reduced_of(c.crit);
     const double grad_bytes = reduced * reduced_grad_elem_bytes(c);
     // Parameters gather in the compute dtype, FP8 with fp8_params (memory.hpp).
     const double gather_elem = parameter_gather_bytes(t);
@@ -753,10 +754,12 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
         inter_bytes += times * allreduce_bytes(bytes / per_node, nodes);
         return times * std::max(allreduce_s(bytes, per_node, intra), allreduce_s(bytes / per_node, nodes, inter));
     };
+    // One all-gather (or reduce-scatter) ring over the group: the slower tier paces it.
+    auto gather_ring_s = [&](double bytes) { return std::max(allgather_s(bytes, per_node, intra), allgather_s(bytes / per_node, nodes, inter)); };
     auto dp_allgather = [&](double bytes, double times = 1) {  // reduce-scatter moves the same volume
         intra_bytes += times * allgather_bytes(bytes, per_node);
         inter_bytes += times * allgather_bytes(bytes / per_node, nodes);
-        return times * std::max(allgather_s(bytes, per_node, intra), allgather_s(bytes / per_node, nodes, inter));
+        return times * gather_ring_s(bytes);
     };
     const bool grads = full || trainable > 0;
     if (fsdp2_layer_overlap(t) && !plan.hybrid) {
@@ -790,13 +793,11 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
         const double ag_passes = plan.gathers_weights ? 2.0 : 1.0;
         const double ring = ring_latency_s(per_node, nodes, intra, inter);
         const double comm = dp_allgather(w16, ag_passes) + (grads ? dp_allgather(grad_bytes) : 0) + (ag_passes + (grads ? 1 : 0)) * c.max_layers * ring;
-        auto gather_s = [&](double bytes) {
-            return bytes > 0 ? std::max(allgather_s(bytes, per_node, intra), allgather_s(bytes / per_node, nodes, inter)) + ring : 0.0;
-        };
+        auto gather_s = [&](double bytes) { return bytes > 0 ? gather_ring_s(bytes) + ring : 0.0; };
         const StageParams one = stage_params(c.g, plan, 1, false, false);
         const double L = c.max_layers;
         const double layer_w = gathered_bytes(t, one);
-        const double layer_g = grads ? std::max(0.0, one.trainable() - one.idle_trainable) * reduced_grad_elem_bytes(c) : 0.0;
+        const double layer_g = grads ? reduced_of(one) * reduced_grad_elem_bytes(c) : 0.0;
         // The embedding and head units: what the stage gathers beyond its layers, half
         // of it (the embedding) ahead of the first layer.
         const double edge_w = std::max(0.0, w16 - L * layer_w), edge_g = std::max(0.0, grad_bytes - L * layer_g);
@@ -806,8 +807,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
         const double overlapped = std::max(0.0, L - 1) * std::max(0.0, ag - f) + L * std::max(0.0, regather + rs - b);
         const double ends = gather_s(edge_w / 2) + ag + (grads ? gather_s(edge_g / 2) + rs : 0.0);
         const double compute_elem = activation_bytes_per_elem(t.precision);
-        const double reduced_elems = grad_bytes / std::max(1e-30, reduced_grad_elem_bytes(c));
-        const double copies = (ag_passes * 2.0 * w16 + (grads ? reduced_elems * (compute_elem + reduced_grad_elem_bytes(c)) : 0.0)) / c.hw.bw;
+        const double copies = (ag_passes * 2.0 * w16 + (grads ? reduced * (compute_elem + reduced_grad_elem_bytes(c)) : 0.0)) / c.hw.bw;
         // (The compute the hidden collectives slow: contention_terms.)
         tb.dp_comm_s = c.micro_batches * comm;
         tb.fsdp_copies_s = c.micro_batches * copies;
