@@ -82,7 +82,7 @@ std::string recompute_text(const TrainingSetup& t) {
 
 std::string setup_text(const TrainingSetup& t) {
     // (overlap, hybrid sharding and parameter offload are in layout_text)
-    std::string x = fmt::format("zero{}", t.zero_stage);
+    std::string x = sharding_text(t);
     if (t.optimizer_offload != Offload::None) x += fmt::format(" opt>{}", to_string(t.optimizer_offload));
     if (t.recompute != Recompute::None) x += fmt::format(" recompute {}", recompute_text(t));
     return x;
@@ -170,7 +170,7 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
             const TrainingSetup& t = best.scenario.setup;
             const std::string nodes = c.num_nodes() == 1 ? "in one node" : fmt::format("in {} nodes of {}", c.num_nodes(), c.gpus_per_node);
             std::vector<std::string> needs;
-            if (t.zero_stage > 0) needs.push_back(fmt::format("ZeRO-{}", t.zero_stage));
+            if (t.zero_stage > 0) needs.push_back(sharding_text(t));
             if (t.optimizer_offload != Offload::None) needs.push_back(fmt::format("optimizer offload to {}", to_string(t.optimizer_offload)));
             if (t.param_offload != Offload::None) needs.push_back(fmt::format("parameter offload to {}", to_string(t.param_offload)));
             if (t.recompute != Recompute::None) needs.push_back(fmt::format("{} recompute", to_string(t.recompute)));
@@ -279,14 +279,14 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     out << fmt::format("\nBest layouts by {} (best configuration of each layout); memory per GPU in GB (10^9 B) against a "
                        "capacity of {} per GPU:\n",
                        rank == RankBy::Cost ? "cost to train" : "throughput", gb(r.top.front().memory.capacity));
-    out << fmt::format("{:>3}  {:<34} {:>9} {:>4} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "zero",
+    out << fmt::format("{:>3}  {:<34} {:>9} {:<13} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "sharding",
                        "recompute", "offl", "tokens/s", "MFU", "step", "mem/GPU", "time split compute/comm/bubble");
     int i = 1;
     for (const auto& c : r.top) {
         const TrainingSetup& t = c.scenario.setup;
         const TimeBreakdown& tb = c.time.time;
-        out << fmt::format("{:>3}  {:<34} {:>9} {:>4} {:>10} {:>6} {:>12.0f} {:>5.1f}% {:>8.3f}s  {:>11}  {:.0f}/{:.0f}/{:.0f} %\n", i++,
-                           layout_text(c.scenario), fmt::format("{}x{}", t.micro_batch, t.grad_accum), t.zero_stage,
+        out << fmt::format("{:>3}  {:<34} {:>9} {:<13} {:>10} {:>6} {:>12.0f} {:>5.1f}% {:>8.3f}s  {:>11}  {:.0f}/{:.0f}/{:.0f} %\n", i++,
+                           layout_text(c.scenario), fmt::format("{}x{}", t.micro_batch, t.grad_accum), sharding_text(t),
                            recompute_text(t), to_string(t.optimizer_offload), c.time.throughput.tokens_per_s,
                            100 * c.time.throughput.mfu, tb.step_s, gb(c.memory.total), 100 * tb.compute_s / tb.step_s,
                            100 * tb.communication_s / tb.step_s, 100 * tb.bubble_s / tb.step_s);

@@ -966,7 +966,7 @@ void MainWindow::buildPlan(QWidget* host) {
     v->addWidget(hint);
     plan_table_ = new QTableWidget(0, 8, host);
     plan_table_->setObjectName("planTable");
-    plan_table_->setHorizontalHeaderLabels({"GPUs", "layout", "micro x accum", "ZeRO", "recompute", "tokens/s", "MFU", "memory/GPU"});
+    plan_table_->setHorizontalHeaderLabels({"GPUs", "layout", "micro x accum", "sharding", "recompute", "tokens/s", "MFU", "memory/GPU"});
     // Every column as wide as its header or its widest cell (the layout text carries
     // cp, ovl, act>host); the layout column takes what is left.
     plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -1056,7 +1056,7 @@ void MainWindow::planFinished(const QVector<PlanCandidate>& rows, const QVector<
         const PlanCandidate& c = rows[i];
         const TrainingSetup& t = c.scenario.setup;
         const QStringList cells = {QString::number(c.scenario.cluster.num_gpus), layout_text(c.scenario),
-                                   QString("%1 x %2").arg(t.micro_batch).arg(t.grad_accum), QString::number(t.zero_stage),
+                                   QString("%1 x %2").arg(t.micro_batch).arg(t.grad_accum), QString::fromStdString(app::sharding_text(t)),
                                    to_string(t.recompute), QString::number(c.time.throughput.tokens_per_s, 'f', 0),
                                    QString("%1 %").arg(100 * c.time.throughput.mfu, 0, 'f', 1), gbtext(c.memory.total)};
         for (int j = 0; j < cells.size(); ++j) plan_table_->setItem(i, j, new QTableWidgetItem(cells[j]));
@@ -1116,11 +1116,11 @@ void MainWindow::showFront() {
         if (!on) return QToolTip::hideText();
         for (const PlanCandidate& c : plan_front_) {
             if (c.memory.headroom() / units::GB != p.x() || c.time.time.step_s != p.y()) continue;
-            QString tip = QString("%1, micro %2 x %3, ZeRO %4, %5\nstep %6 s, %7 tokens/s, headroom %8")
+            QString tip = QString("%1, micro %2 x %3, %4, %5\nstep %6 s, %7 tokens/s, headroom %8")
                               .arg(layout_text(c.scenario))
                               .arg(c.scenario.setup.micro_batch)
                               .arg(c.scenario.setup.grad_accum)
-                              .arg(c.scenario.setup.zero_stage)
+                              .arg(QString::fromStdString(app::sharding_text(c.scenario.setup)))
                               .arg(to_string(c.scenario.setup.recompute))
                               .arg(c.time.time.step_s, 0, 'g', 4)
                               .arg(c.time.throughput.tokens_per_s, 0, 'f', 0)

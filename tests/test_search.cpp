@@ -6,6 +6,7 @@
 #include <set>
 
 #include "helpers.hpp"
+#include "trainplan/app/format.hpp"
 #include "trainplan/search.hpp"
 #include "trainplan/moves.hpp"
 #include "validation_cases.hpp"
@@ -316,4 +317,53 @@ TEST_CASE("the search offers only the parallelism the stack can run", "[search][
         CHECK(p.dp == 8);
         CHECK(check_rules(c.scenario).empty());
     }
+}
+
+TEST_CASE("the search offers only the data-parallel sharding the stack's loop has, named as it names it", "[search][stacks]") {
+    // Llama-2-13B on 4 nodes of 8 x A100-80GB. torchtitan's data parallelism is DDP,
+    // FSDP2 (reshard_after_forward never / always) or HSDP: no optimizer-only sharding.
+    // Megatron has DDP and its distributed optimizer, no ZeRO-2/3 and no HSDP.
+    // (data/defaults.toml [stack.*] zero_stages, hybrid_shard.)
+    Scenario s;
+    s.model = tp_test::model("llama-2-13b");
+    s.cluster.gpu = tp_test::gpu("a100-sxm-80gb");
+    s.cluster.num_gpus = 32;
+    s.cluster.gpus_per_node = 8;
+    s.setup.seq_len = 4096;
+    auto shardings = [&](Stack stack, Framework fw) {
+        Scenario b = s;
+        b.setup.stack = stack;
+        b.setup.framework = fw;
+        const PlanResult r = plan_layouts(b, SearchSpace{}, 40, RankBy::Throughput, 2, 256);
+        REQUIRE_FALSE(r.top.empty());
+        std::set<std::pair<int, bool>> seen;
+        std::set<std::string> names;
+        for (const PlanCandidate& c : r.top) {
+            seen.insert({c.scenario.setup.zero_stage, c.scenario.setup.fsdp == FsdpStrategy::HybridShard});
+            names.insert(app::sharding_text(c.scenario.setup));
+        }
+        return std::make_pair(seen, names);
+    };
+    const auto [titan, titan_names] = shardings(Stack::Torchtitan, Framework::PyTorchAMP);
+    for (const auto& [zero, hybrid] : titan) CHECK(zero != 1);
+    for (const std::string& n : titan_names) CHECK((n == "-" || n == "DDP" || n.rfind("FSDP2 ", 0) == 0));
+    const auto [mcore, mcore_names] = shardings(Stack::MegatronCore, Framework::Megatron);
+    for (const auto& [zero, hybrid] : mcore) {
+        CHECK(zero <= 1);
+        CHECK_FALSE(hybrid);
+    }
+    for (const std::string& n : mcore_names) CHECK((n == "-" || n == "DDP" || n == "dist-opt"));
+    // Both found sharded layouts among their best.
+    CHECK(titan_names.count("FSDP2 full") + titan_names.count("FSDP2 grad-op") > 0);
+    CHECK(mcore_names.count("dist-opt") > 0);
+    // DeepSpeed's engine names its stages.
+    Scenario ds = s;
+    ds.setup.stack = Stack::DeepSpeed;
+    ds.setup.framework = Framework::DeepSpeed;
+    ds.setup.zero_stage = 2;
+    ds.setup.layout.dp = 32;
+    CHECK(app::sharding_text(ds.setup) == "ZeRO-2");
+    ds.setup.layout.dp = 1;
+    ds.setup.zero_stage = 0;
+    CHECK(app::sharding_text(ds.setup) == "-");
 }

@@ -287,6 +287,13 @@ void add_memory_band(nlohmann::json& j, double total_bytes, const RatioBand& ban
     j["intervals"]["memory"] = band_json(band);
 }
 
+std::string sharding_text(const TrainingSetup& t) {
+    if (t.zero_stage == 0) return t.layout.dp * t.layout.cp > 1 ? "DDP" : "-";
+    if (t.framework == Framework::Megatron && t.zero_stage == 1) return "dist-opt";
+    if (t.framework == Framework::DeepSpeed || t.framework == Framework::Megatron || t.zero_stage == 1) return fmt::format("ZeRO-{}", t.zero_stage);
+    return fmt::format("{} {}", policy().stack(t.stack).fsdp2 ? "FSDP2" : "FSDP", t.zero_stage == 3 ? "full" : "grad-op");
+}
+
 std::string layout_text(const Scenario& s) {
     const ParallelLayout& p = s.setup.layout;
     std::string l = fmt::format("tp{} pp{} dp{}", p.tp, p.pp, p.dp);

@@ -65,7 +65,7 @@ std::string break_even(const SizingOption& o) {
 }
 std::string layout(const SizingOption& o) {
     const TrainingSetup& t = o.best.scenario.setup;
-    return fmt::format("{}, mb {} x {}, ZeRO-{}, {}{}", layout_text(o.best.scenario), t.micro_batch, t.grad_accum, t.zero_stage,
+    return fmt::format("{}, mb {} x {}, {}, {}{}", layout_text(o.best.scenario), t.micro_batch, t.grad_accum, sharding_text(t),
                        recompute_words(t),
                        t.optimizer_offload != Offload::None ? ", optimizer offload to " + std::string(to_string(t.optimizer_offload)) : "");
 }

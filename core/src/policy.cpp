@@ -1,10 +1,9 @@
 #include "trainplan/policy.hpp"
 
-#include <optional>
-
 #include <algorithm>
 #include <cassert>
 #include <cstdlib>
+#include <optional>
 #include <toml++/toml.h>
 
 #include "toml_reader.hpp"
@@ -78,6 +77,27 @@ public:
         if (n && n->is_boolean()) return n->as_boolean()->get();
         fail(n, section + "." + key, section + "." + key + (n ? " must be true or false" : " is missing"));
         return false;
+    }
+    // A list of distinct ZeRO stages (integers 0-3), at least one.
+    std::vector<int> zero_stages(const toml::table& t, const std::string& section, const std::string& key) {
+        const toml::node* n = t.get(key);
+        const std::string name = section + "." + key;
+        std::vector<int> out;
+        const toml::array* a = n ? n->as_array() : nullptr;
+        if (a && !a->empty()) {
+            for (const toml::node& v : *a) {
+                const auto* i = v.as_integer();
+                if (!i || i->get() < 0 || i->get() > 3 || std::find(out.begin(), out.end(), static_cast<int>(i->get())) != out.end()) {
+                    fail(&v, name, name + " must list distinct ZeRO stages, integers 0 to 3");
+                    return {0};
+                }
+                out.push_back(static_cast<int>(i->get()));
+            }
+            std::sort(out.begin(), out.end());
+            return out;
+        }
+        fail(n, name, name + (n ? " must be a non-empty list of ZeRO stages (integers 0 to 3)" : " is missing"));
+        return {0};
     }
     // A string naming one entry of E's enum table.
     template <typename E>
@@ -264,6 +284,8 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.tp_shard_dim_copies = r.boolean(from("tp_shard_dim_copies"), sec, "tp_shard_dim_copies");
         c.tp_gathers_qk_norm = r.boolean(from("tp_gathers_qk_norm"), sec, "tp_gathers_qk_norm");
         c.fsdp2 = r.boolean(from("fsdp2"), sec, "fsdp2");
+        c.zero_stages = r.zero_stages(from("zero_stages"), sec, "zero_stages");
+        c.hybrid_shard = r.boolean(from("hybrid_shard"), sec, "hybrid_shard");
         c.expandable_segments = r.boolean(from("expandable_segments"), sec, "expandable_segments");
         c.optimizer_foreach = r.boolean(from("optimizer_foreach"), sec, "optimizer_foreach");
         c.lora_input_cast = r.boolean(from("lora_input_cast"), sec, "lora_input_cast");

@@ -91,13 +91,18 @@ std::vector<int> all_of() {
     return v;
 }
 const SetupAxis kSetupAxes[] = {
+    // The ZeRO stages and hybrid sharding the stack's loop offers (StackConventions::zero_stages).
     {"zero",
-     [](const Scenario& b, const SearchSpace& sp) { return sp.vary_zero ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{b.setup.zero_stage}; },
+     [](const Scenario& b, const SearchSpace& sp) {
+         return sp.vary_zero ? policy().stack(b.setup.stack).zero_stages : std::vector<int>{b.setup.zero_stage};
+     },
      [](TrainingSetup& t, int v) { t.zero_stage = v; }},
     {"fsdp",
      [](const Scenario& b, const SearchSpace& sp) {
-         return sp.vary_zero ? std::vector<int>{static_cast<int>(FsdpStrategy::None), static_cast<int>(FsdpStrategy::HybridShard)}
-                             : std::vector<int>{static_cast<int>(b.setup.fsdp)};
+         if (!sp.vary_zero) return std::vector<int>{static_cast<int>(b.setup.fsdp)};
+         std::vector<int> v{static_cast<int>(FsdpStrategy::None)};
+         if (policy().stack(b.setup.stack).hybrid_shard) v.push_back(static_cast<int>(FsdpStrategy::HybridShard));
+         return v;
      },
      [](TrainingSetup& t, int v) { t.fsdp = static_cast<FsdpStrategy>(v); }},
     {"optimizer_offload",
@@ -558,7 +563,7 @@ PlanResult plan_layouts(const Scenario& base, const SearchSpace& asked, size_t t
         for (auto& th : pool) th.join();
     };
 
-    TopK top{top_n};
+    TopK top{top_n, {}, {}};
     auto layout_of = [&](const Shape& h) { return LayoutKey{h.tp, h.pp, h.dp, h.ep, h.cp}; };
 
     if (space.exhaustive) {

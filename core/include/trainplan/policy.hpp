@@ -114,6 +114,17 @@ struct StackConventions {
     // backward, while the copies out of the gathered buffer and into the reduction's
     // buffer run on the compute stream: data/defaults.toml [stack.*] fsdp2.
     bool fsdp2 = false;
+    // The data-parallel sharding its own training loop offers, as ZeRO stages:
+    // 0 DDP, 1 a sharded optimizer (Megatron's distributed optimizer, DeepSpeed
+    // ZeRO-1), 2 sharded gradients too (ZeRO-2, FSDP SHARD_GRAD_OP /
+    // reshard_after_forward=False), 3 sharded weights (ZeRO-3, FSDP FULL_SHARD);
+    // and whether it shards inside the node and replicates across nodes (FSDP
+    // HYBRID_SHARD, HSDP). `trainplan plan` searches only these: data/defaults.toml
+    // [stack.*] zero_stages, hybrid_shard. (A scenario may still spell another
+    // stage under the stack's model code, as a ZeRO-3 run compared against
+    // Megatron-LM's.)
+    std::vector<int> zero_stages{0, 1, 2, 3};
+    bool hybrid_shard = true;
     // Its runs set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (TrainingSetup::
     // expandable_segments; the reserve per mode: Policy::reserve_fraction_*).
     bool expandable_segments = false;

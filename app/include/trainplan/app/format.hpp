@@ -36,6 +36,11 @@ std::string describe_setup(const Scenario& s);
 // "tp8 pp2 dp64 v12 sp cp2 ovl act>host": the layout and the searched settings
 // that change the step but have no column of their own (plan's table, the GUI's).
 std::string layout_text(const Scenario& s);
+// The data-parallel sharding as the run's engine names it: "DDP", "ZeRO-2" (DeepSpeed),
+// "dist-opt" (Megatron's distributed optimizer), "FSDP full" / "FSDP grad-op" (FSDP1),
+// "FSDP2 full" / "FSDP2 grad-op" (torchtitan's, torchtune's); "-" for one rank without
+// ZeRO. (Hybrid sharding is the layout's "hsdp".)
+std::string sharding_text(const TrainingSetup& t);
 std::string describe_hardware(const Scenario& s);
 // "params: 6.74 B total, 6.74 B trainable" (MoE: active per token; an image encoder:
 // its share, idle on text batches); `trainable` as the memory estimate counts it.
