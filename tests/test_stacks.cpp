@@ -2302,6 +2302,51 @@ TEST_CASE("torchtitan's FSDP2 hides each layer's collectives behind its neighbou
     CHECK(f1.fsdp_copies_s == 0);
 }
 
+TEST_CASE("torchtitan's HSDP gathers inside the node and all-reduces each layer's shard across nodes behind the compute", "[stacks][time][fsdp]") {
+    // Llama-3-8B (8,030,261,248 parameters) on 4 nodes of 8 x H100 SXM, 8 x NDR a node,
+    // HYBRID_SHARD: sharded over a node's 8 GPUs, replicated over the 4 nodes; one
+    // 8,192-token sequence a GPU, per-op checkpointing.
+    ScenarioInput in;
+    in.model = "llama-3-8b";
+    in.gpu = "h100-sxm";
+    in.gpus = 32;
+    in.gpus_per_node = 8;
+    in.inter_node = "ib-ndr";
+    in.nics_per_node = 8;
+    in.dp = 32;
+    in.fsdp = FsdpStrategy::HybridShard;
+    in.seq_len = 8192;
+    in.micro_batch = 1;
+    in.recompute = Recompute::PerOp;
+    in.stack = Stack::Torchtitan;
+    const Scenario s = resolved(in);
+    const TimeBreakdown t = estimate_time(s).time;
+    const double P = 8030261248.0;
+    // Per rank and step, by the ring formulas: inside the node two all-gathers of the
+    // bf16 weights and one reduce-scatter of the fp32 gradients over 8 ranks,
+    // 7/8 x (2 x 2P + 4P) = 7P bytes; across nodes the all-reduce of the rank's fp32
+    // shard (4P / 8 bytes) over the 4 replicas, 2 x 3/4 x P / 2 = 0.75 P.
+    CHECK(t.dp_intra_bytes == Approx(7 * P).epsilon(1e-6));
+    CHECK(t.dp_inter_bytes == Approx(0.75 * P).epsilon(1e-6));
+    // A layer's all-reduce (27 M fp32 elements of a 218 M-parameter layer over 4 nodes)
+    // takes a few ms where its backward takes tens: only the ends wait -- the first
+    // gathers (embedding half and layer 0) and the last reductions (layer 0's and the
+    // embedding's reduce-scatter and their all-reduces).
+    const TierCosts tc = tier_costs(s.cluster);
+    const double ring = ring_latency_s(8, 1, tc.intra, tc.intra);
+    const double emb = 128256.0 * 4096, layer = (P - 2 * emb - 4096) / 32;
+    auto gather = [&](double bytes) { return allgather_s(bytes, 8, tc.intra) + ring; };
+    auto across = [&](double bytes) { return allreduce_s(bytes / 8, 4, tc.inter) + tc.inter.latency_s; };
+    const double ends = gather(emb * 2) + gather(layer * 2) + gather(emb * 4) + gather(layer * 4) + across(emb * 4) + across(layer * 4);
+    CHECK(t.dp_exposed_s - t.fsdp_copies_s - t.overlap_contention_s == Approx(ends).epsilon(0.01));
+    // FSDP1's HYBRID_SHARD (the Trainer's, llm-foundry's) keeps them all exposed.
+    in.stack = Stack::GenericEager;
+    const TimeBreakdown f1 = estimate_time(resolved(in)).time;
+    CHECK(f1.dp_exposed_s == Approx(f1.dp_comm_s).epsilon(1e-12));
+    CHECK(t.dp_exposed_s - t.fsdp_copies_s - t.overlap_contention_s < 0.3 * f1.dp_exposed_s);
+    CHECK(t.dp_exposed_s < f1.dp_exposed_s);
+}
+
 TEST_CASE("the compute FSDP2's overlapped collectives slow matches copy-engine collectives' measured gain", "[stacks][time][fsdp]") {
     // pytorch/pytorch PR #179937: torchtitan Llama-3-8B on 8 x H100, TP 1, two 4,096-token
     // sequences a GPU: FSDP2's collectives moved to copy-engine kernels that hold no SM

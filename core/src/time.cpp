@@ -100,7 +100,8 @@ bool fsdp2_layer_overlap(const TrainingSetup& t) {
     // Under the stack's own engine a ZeRO stage is its FSDP's: 3 full-shard, 2
     // shard-grad-op (reshard_after_forward=False) -- not under DeepSpeed or Megatron.
     const bool own_engine = t.framework != Framework::DeepSpeed && t.framework != Framework::Megatron;
-    return policy().stack(t.stack).fsdp2 && own_engine && t.fsdp != FsdpStrategy::HybridShard && (t.zero_stage == 2 || t.zero_stage == 3);
+    // (HYBRID_SHARD is full sharding inside the node: ZeRO-3 too.)
+    return policy().stack(t.stack).fsdp2 && own_engine && (t.zero_stage == 2 || t.zero_stage == 3);
 }
 
 double overlap_contention(const GpuSpec& g) {
@@ -762,7 +763,7 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
         return times * gather_ring_s(bytes);
     };
     const bool grads = full || trainable > 0;
-    if (fsdp2_layer_overlap(t) && !plan.hybrid) {
+    if (fsdp2_layer_overlap(t)) {
         // FSDP2 (torch fully_shard; torch/distributed/fsdp/_fully_shard/
         // _fsdp_param_group.py, _fsdp_collectives.py). Every micro-batch each layer
         // is all-gathered before its forward (and again before its backward when
@@ -790,22 +791,39 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
         // What a layer's collectives take beyond the compute they hide behind is
         // exposed. (FSDP1, llm-foundry's and the Trainer's, keeps the count
         // below: its runs measure the collectives exposed.)
+        // HSDP (torchtitan's dp_replicate x dp_shard, HYBRID_SHARD) gathers and
+        // reduce-scatters over the shard group inside the node; each layer's reduced
+        // shard is then all-reduced across the replicas, on the network, on FSDP2's
+        // all-reduce stream (foreach_reduce: it waits for that reduce-scatter only),
+        // so it runs beside the next layer's gather and reduce-scatter, not after them.
+        const bool hsdp = plan.hybrid;
+        const int n_s = plan.shard_group.size, n_r = hsdp ? plan.replica_group.size : 1;
         const double ag_passes = plan.gathers_weights ? 2.0 : 1.0;
-        const double ring = ring_latency_s(per_node, nodes, intra, inter);
-        const double comm = dp_allgather(w16, ag_passes) + (grads ? dp_allgather(grad_bytes) : 0) + (ag_passes + (grads ? 1 : 0)) * c.max_layers * ring;
-        auto gather_s = [&](double bytes) { return bytes > 0 ? gather_ring_s(bytes) + ring : 0.0; };
-        const StageParams one = stage_params(c.g, plan, 1, false, false);
         const double L = c.max_layers;
+        const double ring = hsdp ? ring_latency_s(n_s, 1, intra, intra) : ring_latency_s(per_node, nodes, intra, inter);
+        double comm = 0;
+        if (hsdp) {
+            intra_bytes = ag_passes * allgather_bytes(w16, n_s) + (grads ? reducescatter_bytes(grad_bytes, n_s) : 0);
+            inter_bytes = grads ? allreduce_bytes(grad_bytes / n_s, n_r) : 0;
+            comm = ag_passes * allgather_s(w16, n_s, intra) +
+                   (grads ? reducescatter_s(grad_bytes, n_s, intra) + allreduce_s(grad_bytes / n_s, n_r, inter) : 0) +
+                   L * ((ag_passes + (grads ? 1 : 0)) * ring + (grads ? inter.latency_s : 0));
+        } else {
+            comm = dp_allgather(w16, ag_passes) + (grads ? dp_allgather(grad_bytes) : 0) + (ag_passes + (grads ? 1 : 0)) * L * ring;
+        }
+        auto gather_s = [&](double bytes) { return bytes > 0 ? (hsdp ? allgather_s(bytes, n_s, intra) : gather_ring_s(bytes)) + ring : 0.0; };
+        auto replica_s = [&](double bytes) { return hsdp && bytes > 0 ? allreduce_s(bytes / n_s, n_r, inter) + inter.latency_s : 0.0; };
+        const StageParams one = stage_params(c.g, plan, 1, false, false);
         const double layer_w = gathered_bytes(t, one);
         const double layer_g = grads ? reduced_of(one) * reduced_grad_elem_bytes(c) : 0.0;
         // The embedding and head units: what the stage gathers beyond its layers, half
         // of it (the embedding) ahead of the first layer.
         const double edge_w = std::max(0.0, w16 - L * layer_w), edge_g = std::max(0.0, grad_bytes - L * layer_g);
-        const double ag = gather_s(layer_w), rs = gather_s(layer_g);
+        const double ag = gather_s(layer_w), rs = gather_s(layer_g), ar = replica_s(layer_g);
         const double f = passes.layer_fwd / c.clock, b = passes.layer_bwd / c.clock;
         const double regather = plan.gathers_weights ? ag : 0.0;
-        const double overlapped = std::max(0.0, L - 1) * std::max(0.0, ag - f) + L * std::max(0.0, regather + rs - b);
-        const double ends = gather_s(edge_w / 2) + ag + (grads ? gather_s(edge_g / 2) + rs : 0.0);
+        const double overlapped = std::max(0.0, L - 1) * std::max(0.0, ag - f) + L * std::max(0.0, std::max(regather + rs, ar) - b);
+        const double ends = gather_s(edge_w / 2) + ag + (grads ? gather_s(edge_g / 2) + rs + ar + replica_s(edge_g / 2) : 0.0);
         const double compute_elem = activation_bytes_per_elem(t.precision);
         const double copies = (ag_passes * 2.0 * w16 + (grads ? reduced * (compute_elem + reduced_grad_elem_bytes(c)) : 0.0)) / c.hw.bw;
         // (The compute the hidden collectives slow: contention_terms.)
