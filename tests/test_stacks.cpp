@@ -2326,6 +2326,7 @@ TEST_CASE("torchtitan's HSDP gathers inside the node and all-reduces each layer'
     // bf16 weights and one reduce-scatter of the fp32 gradients over 8 ranks,
     // 7/8 x (2 x 2P + 4P) = 7P bytes; across nodes the all-reduce of the rank's fp32
     // shard (4P / 8 bytes) over the 4 replicas, 2 x 3/4 x P / 2 = 0.75 P.
+    CHECK(app::describe_setup(s).find("HSDP: sharded inside the node") != std::string::npos);
     CHECK(t.dp_intra_bytes == Approx(7 * P).epsilon(1e-6));
     CHECK(t.dp_inter_bytes == Approx(0.75 * P).epsilon(1e-6));
     // A layer's all-reduce (27 M fp32 elements of a 218 M-parameter layer over 4 nodes)

@@ -123,9 +123,11 @@ std::string describe_setup(const Scenario& s) {
     if (const double copies = tp_shard_dim_copies_per_pair(t); copies > 0)
         line += copies > 2 ? "; DTensor sequence parallelism: each TP all-gather and reduce-scatter copies its tensor through dimension 0"
                            : "; DTensor sequence parallelism: each TP reduce-scatter copies its input through dimension 0";
-    if (fsdp2_layer_overlap(t) && p.dp * p.cp > 1)
+    if (fsdp2_layer_overlap(t) && p.dp * p.cp > 1) {
         line += "; FSDP2: each layer's all-gather prefetched behind the layer before, its reduce-scatter behind the next one's backward, "
                 "the copies out of and into their buffers on the compute stream";
+        if (shard_plan(s).hybrid) line += "; HSDP: sharded inside the node, each layer's shard all-reduced across nodes on its own stream";
+    }
     if (p.tp > 1 && tp_gathers_qk(s.model, t))
         line += "; q_norm / k_norm unsharded under TP (NoParallel): q and k gathered to every rank each forward, RoPE on all heads";
     if (fsdp_holds_input_grads(t))
