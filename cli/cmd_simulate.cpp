@@ -169,7 +169,12 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     if (t.dp_comm_s > 0) {
         std::string parts;
         if (t.fsdp_copies_s > 0) parts += fmt::format(", incl. FSDP2's buffer copies on the compute stream {}", secs(t.fsdp_copies_s));
-        comm += fmt::format("DP {} on {} ({} exposed{}); ", secs(t.dp_comm_s), te.placement.dp_link, secs(t.dp_exposed_s), parts);
+        // A group that spans nodes moves its bytes over both tiers (NVLink inside the node, the
+        // network across): name both where both carry some.
+        const std::string on = t.dp_intra_bytes > 0 && t.dp_inter_bytes > 0
+                                   ? fmt::format("{} and {}", s.cluster.intra_node.id, s.cluster.inter_node.id)
+                                   : te.placement.dp_link;
+        comm += fmt::format("DP {} on {} ({} exposed{}); ", secs(t.dp_comm_s), on, secs(t.dp_exposed_s), parts);
     }
     if (t.ep_comm_s > 0) comm += fmt::format("EP {} on {}; ", secs(t.ep_comm_s), te.placement.ep_link);
     if (t.cp_comm_s > 0) comm += fmt::format("CP K/V ring {} on {} ({} exposed); ", secs(t.cp_comm_s), te.placement.cp_link, secs(t.cp_exposed_s));

@@ -172,33 +172,66 @@ TEST_CASE("hf-liger: Liger's patch runs its fused linear cross-entropy unless to
     tp.setup.fused_linear_ce = true;
     CHECK_FALSE(check_rules(tp).empty());
     // Per token and layer of Llama-2-7B: LigerRMSNorm keeps its 16-bit input (not
-    // transformers' fp32 copy: 2 norms x 4096 x 2 B fewer), LigerSiLUMulFunction keeps
-    // gate and up, not silu(gate) as well (11,008 x 2 B fewer).
+    // transformers' fp32 copy: 2 norms x 4096 x 2 B fewer) and computes the weight's
+    // gradient from it and its rstd (transformers' `self.weight * hidden.to(dtype)`
+    // keeps the 16-bit normalized input for the trained weight: 2 x 4096 x 2 B more),
+    // LigerSiLUMulFunction keeps gate and up, not silu(gate) as well (11,008 x 2 B fewer).
     const double peft = graph("llama-2-7b", Stack::HfPeft).stored_none.bytes(1, 1, 1, false);
     const double liger = graph("llama-2-7b", Stack::HfLiger).stored_none.bytes(1, 1, 1, false);
-    CHECK(peft - liger == Approx(2 * 4096.0 * 2 + 11008.0 * 2));
+    CHECK(peft - liger == Approx(2 * 4096.0 * 2 + 2 * 4096.0 * 2 + 11008.0 * 2));
 }
 
 TEST_CASE("stacks: eager RMSNorm's fp32 input copy and eager SwiGLU's extra tensor", "[stacks][memory]") {
     // Llama-2-7B, h = 4096, f = 11008, bf16-mixed (a = 2 B), no dropout, FlashAttention.
     // transformers LlamaRMSNorm saves x.float() (4 B per element) where a fused
-    // RMSNorm keeps the 16-bit input (2 B): +2 B x h for each of the two norms.
+    // RMSNorm keeps the 16-bit input (2 B): +2 B x h for each of the two norms; and
+    // its weight multiply (`self.weight * hidden_states.to(input_dtype)`) keeps the
+    // 16-bit normalized input for the weight's gradient while the weight trains (full
+    // fine-tuning): +2 B x h each, which a fused norm computes from what it keeps.
     // The eager `act_fn(gate) * up` keeps act_fn(gate) (f x 2 B) that a fused
-    // SwiGLU recomputes. Per token per layer: 2 x 2 x 4096 + 2 x 11008 = 38,400 B.
+    // SwiGLU recomputes. Per token per layer: 2 x (2 + 2) x 4096 + 2 x 11008 = 54,784 B.
     const double hf = graph("llama-2-7b", Stack::HfPeft).stored_none.bytes(1, 1, 1, false);
     const double fused = graph("llama-2-7b", Stack::Unsloth).stored_none.bytes(1, 1, 1, false);
-    CHECK(hf - fused == Approx(2.0 * 2 * 4096 + 2.0 * 11008));
+    CHECK(hf - fused == Approx(2.0 * (2 + 2) * 4096 + 2.0 * 11008));
     // whyNLP's hf-fused patches in flash-attn's RMSNorm, but its xformers swiglu()
     // falls back to the eager functional path (unpacked gate/up weights, bf16):
-    // only the norms differ from transformers' own layers, 2 x 2 x 4096 B.
+    // only the norms differ from transformers' own layers, 2 x (2 + 2) x 4096 B.
     const double patched = graph("llama-2-7b", Stack::HfFused).stored_none.bytes(1, 1, 1, false);
-    CHECK(hf - patched == Approx(2.0 * 2 * 4096));
+    CHECK(hf - patched == Approx(2.0 * (2 + 2) * 4096));
     // Full recompute keeps each layer's 16-bit input only, whatever the norm.
     CHECK(graph("llama-2-7b", Stack::HfPeft).stored_full.bytes(1, 1, 1, false) == 2.0 * 4096);
     // A LayerNorm model (GPT-2-style fc1/GELU MLP) keeps its norm input in the
     // activation dtype on every stack, and has no SwiGLU: nothing differs.
     const std::string ln = "gpt2-xl";
     CHECK(graph(ln, Stack::HfPeft).stored_none.bytes(1, 1, 1, false) == graph(ln, Stack::HfFused).stored_none.bytes(1, 1, 1, false));
+}
+
+TEST_CASE("stacks: LitGPT's layer keeps what its eager code saves: repeated K / V, the normalized norm inputs, the output copy", "[stacks][memory]") {
+    // Llama-3-8B (h 4096, 32 heads, 8 KV heads, d 128, f 14336) under LitGPT, full
+    // bf16 training, no recompute; litgpt/model.py (fc600439, 2024-03). Per token and
+    // layer, by the code:
+    //  - RMSNorm: x.float() kept for x * x and x * rsqrt (4h), and x_normed.to(bf16)
+    //    kept by `x_normed * self.weight` for the weight's gradient (2h), twice;
+    //  - the attn Linear's input and the MLP's fc_1 / fc_2 input (the norms' outputs, 2h each);
+    //  - K and V expanded to all 32 heads and reshaped (a copy: "flash attention
+    //    requires it"), so SDPA keeps q, k, v and its output at the query width (4 x 2h)
+    //    and one fp32 log-sum-exp per head (32 x 4);
+    //  - `y.transpose(1, 2)` then reshape: the copy the output projection keeps (2h);
+    //  - silu(fc_1) keeps fc_1, the product keeps silu(fc_1) and fc_2, proj keeps the
+    //    product: 4 x 2f.
+    const double h = 4096, f = 14336;
+    const double by_hand = 2 * (4 * h + 2 * h) + 2 * (2 * h) + 4 * (2 * h) + 32 * 4 + 2 * h + 4 * (2 * f);
+    CHECK(by_hand == 221312);
+    CHECK(graph("llama-3-8b", Stack::LitGPT).stored_none.bytes(1, 1, 1, false) == Approx(by_hand));
+    // Under LoRA the norms' weights are frozen: the mul keeps nothing for them.
+    TrainingSetup t;
+    t.stack = Stack::LitGPT;
+    t.method = Method::LoRA;
+    const StepGraph lora = build_step_graph(tp_test::model("llama-3-8b"), t);
+    double adapters = 0;
+    for (const TensorDef& td : lora.tensors)
+        if (td.name.find("lora_") != std::string::npos) adapters += td.elems_per_token * td.bytes_per_elem;
+    CHECK(lora.stored_none.bytes(1, 1, 1, false) - adapters == Approx(by_hand - 2 * (2 * h)));
 }
 
 TEST_CASE("stacks: Lit-GPT before PR #606 kept its RMSNorm input in the activation dtype", "[stacks][memory]") {
@@ -1309,8 +1342,9 @@ TEST_CASE("stacks: zero_grad(set_to_none) frees the gradients between steps: bac
     // FSDP over 8 ranks writes the gradient shards on its own stream: freed, they
     // stay in that stream's pool, reserved beside the next forward (a block goes
     // only to the stream that allocated it), though not allocated.
+    // (Micro-batch 2: the pool is elastic, cut where the device has no room left.)
     s.setup.seq_len = 4096;
-    s.setup.micro_batch = 4;
+    s.setup.micro_batch = 2;
     s.setup.grad_accum = 1;
     s.cluster.num_gpus = 8;
     s.setup.layout.dp = 8;
@@ -1598,8 +1632,10 @@ TEST_CASE("fp32 training: no fused attention kernel under Transformer Engine, SD
     const double eager = estimate_memory(s).peak().activations;
     // Eager attention keeps the fp32 probabilities, 32 heads x s x s x 4 B per layer
     // (Llama-2-7B has no attention dropout), where the fused kernel keeps one fp32
-    // log-sum-exp per row and head, 32 x s x 4 B; 32 layers.
-    CHECK(eager - fused == Approx(32.0 * 32 * 4 * s_len * (s_len - 1)).epsilon(1e-9));
+    // log-sum-exp per row and head, 32 x s x 4 B, and LitGPT's output comes back
+    // through a transpose copy (y.transpose(1, 2) then reshape) that the output
+    // projection keeps beside the kernel's own output, s x 4,096 x 4 B; 32 layers.
+    CHECK(eager - fused == Approx(32.0 * (32 * 4 * s_len * (s_len - 1) - s_len * 4096 * 4)).epsilon(1e-9));
     // Megatron-Core: asking for FlashAttention in fp32 changes nothing (the stack
     // runs eager attention either way), in memory and in time.
     s.setup.stack = Stack::MegatronCore;

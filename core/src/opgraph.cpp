@@ -212,6 +212,10 @@ double forward_only_launches(const OpDef& o, const StackConventions& sc, const T
     return gemm_launches(o, sc) * dequant_launches(t);
 }
 
+// The stack's model code repeats K and V to every query head (grouped-query
+// attention only: StackConventions::gqa_repeats_kv).
+bool gqa_repeat(const ModelSpec& m, const StackConventions& sc) { return sc.gqa_repeats_kv && m.num_kv_heads < m.num_heads; }
+
 // The stack's RMSNorm is eager model code (transformers' LlamaRMSNorm: x.float(),
 // pow, mean, rsqrt, mul, cast, weight mul), which keeps an fp32 copy of its input
 // ([stack.*] norm_saved_bytes > 0), not one fused kernel (Apex, flash-attn, TE).
@@ -242,7 +246,8 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::PositionEmbedding: return 2;  // lookup + add
         case OpRole::VisionEncoder: return 0;      // idle on text batches
         case OpRole::Rope: return rope_kernel(sc) ? 2 : 14;
-        case OpRole::AttnLayoutCopies: return 4;  // q, k, v into the kernel's layout, the output back
+        case OpRole::AttnLayoutCopies: return gqa_repeat(m, sc) ? 2 : 4;  // q, k, v into the kernel's layout, the output back
+        case OpRole::KvRepeat: return 2;                                  // k and v repeated to every query head
         case OpRole::AttnScores: return 3;
         case OpRole::AttnSoftcap:
         case OpRole::LogitSoftcap: return 3;  // / cap, tanh, * cap
@@ -561,11 +566,21 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         }
     }
 
+    // An eager RMSNorm whose weight trains keeps its normalized input for the weight's
+    // gradient as well (StackConventions::norm_weight_saved_bytes; 0 for fused norms):
+    // the norms' saves.
+    const double normed_bytes = m.norm == NormKind::RMSNorm && base_trained ? sc.norm_weight_saved_bytes : 0.0;
+    auto norm_saves = [&](int in, std::string_view normed, Split split, double elems) {
+        InlineList<int, 8> s{in};
+        if (normed_bytes > 0) s.push_back(b.tensor(normed, elems, normed_bytes, split));
+        return s;
+    };
+
     // ===== one transformer layer
     b.site = Site::Layer;
     // --- attention block (Korthikanti et al. 2022, Sec. 4.1: 11sbh + 5as^2b with dropout)
     const int x_in = b.tensor("layer_input", h, norm_in_bytes, R);
-    Builder::owns(b.elementwise("attn_norm", OpRole::AttnNorm, OpKind::Norm, R, norm_bytes, {x_in}), norm_params, base_trained,
+    Builder::owns(b.elementwise("attn_norm", OpRole::AttnNorm, OpKind::Norm, R, norm_bytes, norm_saves(x_in, "attn_norm_normed", R, h)), norm_params, base_trained,
                   ShardClass::Norm, false);
     const int n1 = b.tensor("attn_norm_out", h, sa, R);
     if (m.packed_qkv || sc.packed_qkv) {
@@ -600,9 +615,15 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // flash-attention path casts an fp32 input back to the compute dtype); eager
     // attention runs in the dtype the projections return.
     const double at = fused_attention_runs(t) ? a : sa;
+    // Model code that repeats K and V to every query head (StackConventions::
+    // gqa_repeats_kv) hands the attention K and V at the query width: it keeps them
+    // so, and the repeat is a copy each way (forward: read the K / V heads, write the
+    // repeated ones; backward: the repeated gradients summed back into the heads).
+    const bool repeats_kv = gqa_repeat(m, sc);
+    const double kv_att = repeats_kv ? qd : kvd;
     const int q = b.tensor("q", qd, at, TP);
-    const int k = b.tensor("k", kvd, at, TP);
-    const int v = b.tensor("v", kvd, at, TP);
+    const int k = b.tensor("k", kv_att, at, TP);
+    const int v = b.tensor("v", kv_att, at, TP);
     if (m.position == PositionKind::RoPE) {
         // A fused rotary kernel (Transformer Engine, flash-attn's rotary, Triton:
         // [stack.*] fused_rope) reads q and k once and writes them once. Eager model code runs
@@ -620,6 +641,10 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         if (!kernel) rope.bwd_hbm_factor = 1.5;
         rope.full_on_each_tp_rank = tp_gathers_qk(m, t);
     }
+    if (repeats_kv) {
+        OpDef& rep = b.elementwise("kv_repeat", OpRole::KvRepeat, OpKind::Elementwise, TP, 2 * (kvd + qd) * at, {});
+        rep.bwd_hbm_factor = 1.0;
+    }
     int ctx = -1;
     if (fused_attention_runs(t)) {
         // FlashAttention keeps Q, K, V, the output and one fp32 log-sum-exp per
@@ -627,7 +652,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // scores inside its own backward: nothing for selective recompute to add.
         OpDef& fa = b.op("flash_attention", OpRole::FlashAttention, OpKind::FlashAttention, TP, {q, k, v});
         fa.flops_per_token_sq = 4.0 * qd;  // QK^T and PV, 2 FLOPs per MAC each
-        fa.hbm_bytes_per_token = (2 * qd + 2 * kvd) * a;
+        fa.hbm_bytes_per_token = (2 * qd + 2 * kv_att) * a;
         // Megatron's selective recompute (--recompute-granularity selective)
         // checkpoints the core attention also when it is fused: the kernel's
         // forward runs again in backward and its log-sum-exp is not kept (the
@@ -640,7 +665,8 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         // Eager code moves Q, K, V into the kernel's layout and the output back
         // (transpose + contiguous copies: read and write each).
         if (!fused)
-            b.elementwise("attn_layout_copies", OpRole::AttnLayoutCopies, OpKind::Elementwise, TP, 2 * (2 * qd + 2 * kvd) * a, {});
+            b.elementwise("attn_layout_copies", OpRole::AttnLayoutCopies, OpKind::Elementwise, TP,
+                          2 * (2 * qd + (repeats_kv ? 0 : 2 * kvd)) * a, {});  // (repeated K / V: kv_repeat is their copy)
     } else {
         // Eager attention: QK^T keeps Q and K; softmax keeps its output (2as^2b);
         // attention dropout keeps a mask (as^2b) and its output (2as^2b) for PV.
@@ -692,6 +718,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
         pv.selective_recompute = true;
         ctx = b.tensor("attn_context", qd, at, TP);
     }
+    // The output's transpose copy, which the output projection keeps beside the kernel's
+    // own (StackConventions::attn_output_copy; its traffic is in attn_layout_copies).
+    if (fused_attention_runs(t) && sc.attn_output_copy && !fused) ctx = b.tensor("attn_out", qd, a, TP);
     {
         OpDef& o = b.gemm("o_proj", OpRole::OProj, qd, h, TP, ctx);
         Builder::owns(o, qd * h + bias(m.out_bias, h), base_trained, ShardClass::Dense, true);
@@ -718,7 +747,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             b.elementwise("attn_residual_add", OpRole::AttnResidualAdd, OpKind::Elementwise, R, residual_bytes, {});
             norm_in = b.tensor("attn_residual_out", h, norm_in_bytes, R);
         }
-        Builder::owns(b.elementwise("mlp_norm", OpRole::MlpNorm, OpKind::Norm, R, norm_bytes, {norm_in}), norm_params, base_trained,
+        Builder::owns(b.elementwise("mlp_norm", OpRole::MlpNorm, OpKind::Norm, R, norm_bytes, norm_saves(norm_in, "mlp_norm_normed", R, h)), norm_params, base_trained,
                       ShardClass::Norm, false);
         mlp_in = b.tensor("mlp_norm_out", h, sa, R);
     }

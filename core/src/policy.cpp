@@ -283,6 +283,9 @@ Result<Policy> Policy::parse(const std::string& text, const std::string& filenam
         c.packed_qkv = r.boolean(from("packed_qkv"), sec, "packed_qkv");
         c.tp_shard_dim_copies = r.boolean(from("tp_shard_dim_copies"), sec, "tp_shard_dim_copies");
         c.tp_gathers_qk_norm = r.boolean(from("tp_gathers_qk_norm"), sec, "tp_gathers_qk_norm");
+        c.gqa_repeats_kv = r.boolean(from("gqa_repeats_kv"), sec, "gqa_repeats_kv");
+        c.norm_weight_saved_bytes = r.non_negative(from("norm_weight_saved_bytes"), sec, "norm_weight_saved_bytes");
+        c.attn_output_copy = r.boolean(from("attn_output_copy"), sec, "attn_output_copy");
         c.fsdp2 = r.boolean(from("fsdp2"), sec, "fsdp2");
         c.zero_stages = r.zero_stages(from("zero_stages"), sec, "zero_stages");
         c.hybrid_shard = r.boolean(from("hybrid_shard"), sec, "hybrid_shard");

@@ -39,7 +39,7 @@ enum class Site { First, Layer, Last };
 enum class OpRole {
     Embedding, PositionEmbedding, EmbeddingNorm, EmbeddingDropout, VisionEncoder,
     AttnNorm, QProj, KProj, VProj, QkvProj, QkNorm, Rope,
-    FlashAttention, AttnLayoutCopies, AttnScores, AttnSoftcap, AttnSoftmax, AttnDropout, AttnValues,
+    KvRepeat, FlashAttention, AttnLayoutCopies, AttnScores, AttnSoftcap, AttnSoftmax, AttnDropout, AttnValues,
     OProj, PostAttnNorm, AttnOutDropout, AttnResidualAdd,
     MlpNorm, GateUpProj, UpProj, ActFn, ActMul, DownProj,
     Router, RouterTopK, MoeCombine,

@@ -109,6 +109,23 @@ struct StackConventions {
     // PR #1870): q and k are gathered to every rank each forward and RoPE runs on all
     // heads: data/defaults.toml [stack.*] tp_gathers_qk_norm.
     bool tp_gathers_qk_norm = false;
+    // Its model code repeats K and V to every query head before the attention kernel
+    // under grouped-query attention (LitGPT's CausalSelfAttention: k.expand + reshape,
+    // later repeat_interleave, "flash attention requires it in training mode"): the
+    // kernel keeps K and V at the query width, and a copy runs each way: data/defaults.toml
+    // [stack.*] gqa_repeats_kv.
+    bool gqa_repeats_kv = false;
+    // Its eager RMSNorm multiplies the normalized 16-bit input by the weight as a
+    // separate op (transformers' LlamaRMSNorm `self.weight * hidden_states.to(input_dtype)`,
+    // LitGPT's, torchtune's, torch's composite rms_norm), which keeps that operand for the
+    // weight's gradient while the weight trains: bytes per element (0: fused norms):
+    // data/defaults.toml [stack.*] norm_weight_saved_bytes.
+    double norm_weight_saved_bytes = 0;
+    // Its attention returns through a transpose copy (SDPA's [b, heads, s, d] output
+    // made contiguous as [b, s, heads x d]) that the output projection keeps, beside the
+    // output the kernel keeps for its own backward: data/defaults.toml [stack.*]
+    // attn_output_copy.
+    bool attn_output_copy = false;
     // Its FSDP is torch's fully_shard (FSDP2): each layer's all-gather is prefetched
     // behind the layer before it and its reduce-scatter runs behind the next one's
     // backward, while the copies out of the gathered buffer and into the reduction's
