@@ -293,7 +293,7 @@ std::string sharding_text(const TrainingSetup& t) {
     if (t.zero_stage == 0) return t.layout.dp * t.layout.cp > 1 ? "DDP" : "-";
     if (t.framework == Framework::Megatron && t.zero_stage == 1) return "dist-opt";
     if (t.framework == Framework::DeepSpeed || t.framework == Framework::Megatron || t.zero_stage == 1) return fmt::format("ZeRO-{}", t.zero_stage);
-    return fmt::format("{} {}", policy().stack(t.stack).fsdp2 ? "FSDP2" : "FSDP", t.zero_stage == 3 ? "full" : "grad-op");
+    return fmt::format("{} {}", fsdp2_layer_overlap(t) ? "FSDP2" : "FSDP", t.zero_stage == 3 ? "full" : "grad-op");
 }
 
 std::string layout_text(const Scenario& s) {

@@ -763,6 +763,19 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
         return times * gather_ring_s(bytes);
     };
     const bool grads = full || trainable > 0;
+    // HYBRID_SHARD (FSDP1's, and FSDP2's HSDP): the 16-bit weights all-gathered inside
+    // the node for forward and again for backward, the gradients reduce-scattered inside
+    // the node, then each rank's 1/n_s of them all-reduced across the replicas on the
+    // network; every micro-batch, a ring's latency per layer and collective.
+    const int n_s = plan.shard_group.size, n_r = plan.hybrid && nodes > 1 ? plan.replica_group.size : 1;
+    auto hybrid_collectives = [&] {
+        intra_bytes = 2 * allgather_bytes(w16, n_s) + (grads ? reducescatter_bytes(grad_bytes, n_s) : 0);
+        inter_bytes = grads ? allreduce_bytes(grad_bytes / n_s, n_r) : 0;
+        const double latency =
+            c.max_layers * ((grads ? 3.0 : 2.0) * ring_latency_s(n_s, 1, intra, intra) + (grads && n_r > 1 ? inter.latency_s : 0));
+        return 2.0 * allgather_s(w16, n_s, intra) +
+               (grads ? reducescatter_s(grad_bytes, n_s, intra) + allreduce_s(grad_bytes / n_s, n_r, inter) : 0) + latency;
+    };
     if (fsdp2_layer_overlap(t)) {
         // FSDP2 (torch fully_shard; torch/distributed/fsdp/_fully_shard/
         // _fsdp_param_group.py, _fsdp_collectives.py). Every micro-batch each layer
@@ -797,20 +810,11 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
         // all-reduce stream (foreach_reduce: it waits for that reduce-scatter only),
         // so it runs beside the next layer's gather and reduce-scatter, not after them.
         const bool hsdp = plan.hybrid;
-        const int n_s = plan.shard_group.size, n_r = hsdp ? plan.replica_group.size : 1;
         const double ag_passes = plan.gathers_weights ? 2.0 : 1.0;
         const double L = c.max_layers;
         const double ring = hsdp ? ring_latency_s(n_s, 1, intra, intra) : ring_latency_s(per_node, nodes, intra, inter);
-        double comm = 0;
-        if (hsdp) {
-            intra_bytes = ag_passes * allgather_bytes(w16, n_s) + (grads ? reducescatter_bytes(grad_bytes, n_s) : 0);
-            inter_bytes = grads ? allreduce_bytes(grad_bytes / n_s, n_r) : 0;
-            comm = ag_passes * allgather_s(w16, n_s, intra) +
-                   (grads ? reducescatter_s(grad_bytes, n_s, intra) + allreduce_s(grad_bytes / n_s, n_r, inter) : 0) +
-                   L * ((ag_passes + (grads ? 1 : 0)) * ring + (grads ? inter.latency_s : 0));
-        } else {
-            comm = dp_allgather(w16, ag_passes) + (grads ? dp_allgather(grad_bytes) : 0) + (ag_passes + (grads ? 1 : 0)) * L * ring;
-        }
+        const double comm = hsdp ? hybrid_collectives()
+                                 : dp_allgather(w16, ag_passes) + (grads ? dp_allgather(grad_bytes) : 0) + (ag_passes + (grads ? 1 : 0)) * L * ring;
         auto gather_s = [&](double bytes) { return bytes > 0 ? (hsdp ? allgather_s(bytes, n_s, intra) : gather_ring_s(bytes)) + ring : 0.0; };
         auto replica_s = [&](double bytes) { return hsdp && bytes > 0 ? allreduce_s(bytes / n_s, n_r, inter) + inter.latency_s : 0.0; };
         const StageParams one = stage_params(c.g, plan, 1, false, false);
@@ -835,18 +839,9 @@ void data_parallel_terms(const TimeContext& c, TimeEstimate& est, const StagePas
         return;
     }
     if (plan.gathers_weights && plan.hybrid) {
-        // FSDP HYBRID_SHARD: all-gather the 16-bit weights inside the node for
-        // forward and again for backward, reduce-scatter the gradients inside
-        // the node, then all-reduce each rank's 1/n_shard of them across the
-        // replicas on the network; every micro-batch, exposed (as ZeRO-3 below).
-        const int n_s = plan.shard_group.size, n_r = nodes > 1 ? plan.replica_group.size : 1;
-        const double g_shard = grad_bytes / n_s;
-        intra_bytes = 2 * allgather_bytes(w16, n_s) + (grads ? reducescatter_bytes(grad_bytes, n_s) : 0);
-        inter_bytes = grads ? allreduce_bytes(g_shard, n_r) : 0;
-        const double latency = c.max_layers * (3.0 * ring_latency_s(n_s, 1, intra, intra) + (n_r > 1 ? inter.latency_s : 0));
-        const double per_mb = 2.0 * allgather_s(w16, n_s, intra) +
-                              (grads ? reducescatter_s(grad_bytes, n_s, intra) + allreduce_s(g_shard, n_r, inter) : 0) + latency;
-        tb.dp_comm_s = c.micro_batches * per_mb;
+        // FSDP1's HYBRID_SHARD: its collectives (above) every micro-batch, exposed
+        // (as ZeRO-3 below).
+        tb.dp_comm_s = c.micro_batches * hybrid_collectives();
         tb.dp_exposed_s = tb.dp_comm_s;
         tb.dp_intra_bytes = c.micro_batches * intra_bytes;
         tb.dp_inter_bytes = c.micro_batches * inter_bytes;
