@@ -570,9 +570,9 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // gradient as well (StackConventions::norm_weight_saved_bytes; 0 for fused norms):
     // the norms' saves.
     const double normed_bytes = m.norm == NormKind::RMSNorm && base_trained ? sc.norm_weight_saved_bytes : 0.0;
-    auto norm_saves = [&](int in, std::string_view normed, Split split, double elems) {
+    auto norm_saves = [&](int in, std::string_view normed) {
         InlineList<int, 8> s{in};
-        if (normed_bytes > 0) s.push_back(b.tensor(normed, elems, normed_bytes, split));
+        if (normed_bytes > 0) s.push_back(b.tensor(normed, h, normed_bytes, R));
         return s;
     };
 
@@ -580,7 +580,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     b.site = Site::Layer;
     // --- attention block (Korthikanti et al. 2022, Sec. 4.1: 11sbh + 5as^2b with dropout)
     const int x_in = b.tensor("layer_input", h, norm_in_bytes, R);
-    Builder::owns(b.elementwise("attn_norm", OpRole::AttnNorm, OpKind::Norm, R, norm_bytes, norm_saves(x_in, "attn_norm_normed", R, h)), norm_params, base_trained,
+    Builder::owns(b.elementwise("attn_norm", OpRole::AttnNorm, OpKind::Norm, R, norm_bytes, norm_saves(x_in, "attn_norm_normed")), norm_params, base_trained,
                   ShardClass::Norm, false);
     const int n1 = b.tensor("attn_norm_out", h, sa, R);
     if (m.packed_qkv || sc.packed_qkv) {
@@ -747,7 +747,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
             b.elementwise("attn_residual_add", OpRole::AttnResidualAdd, OpKind::Elementwise, R, residual_bytes, {});
             norm_in = b.tensor("attn_residual_out", h, norm_in_bytes, R);
         }
-        Builder::owns(b.elementwise("mlp_norm", OpRole::MlpNorm, OpKind::Norm, R, norm_bytes, norm_saves(norm_in, "mlp_norm_normed", R, h)), norm_params, base_trained,
+        Builder::owns(b.elementwise("mlp_norm", OpRole::MlpNorm, OpKind::Norm, R, norm_bytes, norm_saves(norm_in, "mlp_norm_normed")), norm_params, base_trained,
                       ShardClass::Norm, false);
         mlp_in = b.tensor("mlp_norm_out", h, sa, R);
     }
