@@ -435,6 +435,30 @@ TEST_CASE("stacks: fit and simulate print the stack and the conventions assumed"
     }
 }
 
+TEST_CASE("stacks: the assumes line names the eager layer's K/V repeat, output copy and norm save", "[stacks][cli]") {
+    // LitGPT's CausalSelfAttention expands K / V to the query heads before SDPA and
+    // transposes the output back through a copy; its RMSNorm multiplies the weight
+    // by the 16-bit normalized input, which autograd keeps when the weight trains.
+    // Llama-3-8B has 8 K/V heads for 32 query heads; Llama-2-7B has no GQA.
+    const auto gqa = tp_test::cli({"fit", "llama-3-8b", "--gpu", "a100-sxm-80gb", "--stack", "litgpt"});
+    REQUIRE((gqa.code == 0 || gqa.code == 1));
+    CHECK(gqa.out.find("K and V repeated to all 32 query heads") != std::string::npos);
+    CHECK(gqa.out.find("attention output transposed back through a copy") != std::string::npos);
+    CHECK(gqa.out.find("each RMSNorm keeps its 2-byte normalized input") != std::string::npos);
+    // Multi-head attention has nothing to repeat; LoRA freezes the norm weights.
+    const auto mha = tp_test::cli({"fit", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--stack", "litgpt", "--method", "lora"});
+    REQUIRE((mha.code == 0 || mha.code == 1));
+    CHECK(mha.out.find("K and V repeated") == std::string::npos);
+    CHECK(mha.out.find("normalized input for its weight") == std::string::npos);
+    CHECK(mha.out.find("attention output transposed back") != std::string::npos);
+    // Megatron's fused kernels keep none of the three.
+    const auto mc = tp_test::cli({"fit", "llama-3-8b", "--gpu", "a100-sxm-80gb", "--stack", "megatron-core"});
+    REQUIRE((mc.code == 0 || mc.code == 1));
+    CHECK(mc.out.find("K and V repeated") == std::string::npos);
+    CHECK(mc.out.find("transposed back through a copy") == std::string::npos);
+    CHECK(mc.out.find("normalized input for its weight") == std::string::npos);
+}
+
 TEST_CASE("stacks: the assumes line says when AdamW runs torch's foreach path", "[stacks][cli][optimizer]") {
     // HF Trainer's default optim "adamw_torch" under autocast (framework
     // pytorch-amp) runs the foreach path; DeepSpeed's engine steps its own fused

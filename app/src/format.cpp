@@ -128,6 +128,13 @@ std::string describe_setup(const Scenario& s) {
                 "the copies out of and into their buffers on the compute stream";
         if (shard_plan(s).hybrid) line += "; HSDP: sharded inside the node, each layer's shard all-reduced across nodes on its own stream";
     }
+    // The stack's eager model code around attention and the norms (opgraph.cpp).
+    if (kv_repeated(s.model, t))
+        line += fmt::format("; K and V repeated to all {} query heads before attention (kept at the query width, a copy each way)",
+                            s.model.num_heads);
+    if (attn_output_copied(t)) line += "; attention output transposed back through a copy the output projection keeps";
+    if (const double nb = norm_weight_saved(s.model, t); nb > 0)
+        line += fmt::format("; each RMSNorm keeps its {}-byte normalized input for its weight's gradient", nb);
     if (p.tp > 1 && tp_gathers_qk(s.model, t))
         line += "; q_norm / k_norm unsharded under TP (NoParallel): q and k gathered to every rank each forward, RoPE on all heads";
     if (fsdp_holds_input_grads(t))
@@ -192,7 +199,7 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
         {"framework_bytes", m.framework},   {"nccl_buffer_bytes", m.nccl_buffers}, {"nccl_communicators", m.nccl_communicators},
         {"nccl_nvls_bytes", m.nccl_nvls},
         {"fragmentation_bytes", m.fragmentation}, {"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved()}, {"total_bytes", m.total},
-        {"allocated_bytes", m.allocated},   {"capacity_bytes", m.capacity},
+        {"capacity_bytes", m.capacity},
         {"headroom_bytes", m.headroom()},   {"cpu_bytes", m.cpu},
         {"nvme_bytes", m.nvme},             {"paged_out_bytes", m.paged_out}, {"managed_bytes", m.managed},
         {"host_capacity_bytes", m.host_capacity > 0 ? nlohmann::json(m.host_capacity) : nlohmann::json(nullptr)},

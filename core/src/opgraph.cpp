@@ -212,9 +212,6 @@ double forward_only_launches(const OpDef& o, const StackConventions& sc, const T
     return gemm_launches(o, sc) * dequant_launches(t);
 }
 
-// The stack's model code repeats K and V to every query head (grouped-query
-// attention only: StackConventions::gqa_repeats_kv).
-bool gqa_repeat(const ModelSpec& m, const StackConventions& sc) { return sc.gqa_repeats_kv && m.num_kv_heads < m.num_heads; }
 
 // The stack's RMSNorm is eager model code (transformers' LlamaRMSNorm: x.float(),
 // pow, mean, rsqrt, mul, cast, weight mul), which keeps an fp32 copy of its input
@@ -246,7 +243,7 @@ double forward_launches(const OpDef& o, const StackConventions& sc, const ModelS
         case OpRole::PositionEmbedding: return 2;  // lookup + add
         case OpRole::VisionEncoder: return 0;      // idle on text batches
         case OpRole::Rope: return rope_kernel(sc) ? 2 : 14;
-        case OpRole::AttnLayoutCopies: return gqa_repeat(m, sc) ? 2 : 4;  // q, k, v into the kernel's layout, the output back
+        case OpRole::AttnLayoutCopies: return kv_repeated(m, t) ? 2 : 4;  // q, k, v into the kernel's layout, the output back
         case OpRole::KvRepeat: return 2;                                  // k and v repeated to every query head
         case OpRole::AttnScores: return 3;
         case OpRole::AttnSoftcap:
@@ -466,6 +463,19 @@ bool fused_attention_runs(const TrainingSetup& t) {
     return t.flash_attention && !(t.precision == Precision::FP32 && policy().stack(t.stack).fp32_attention_unfused);
 }
 
+bool kv_repeated(const ModelSpec& m, const TrainingSetup& t) {
+    return policy().stack(t.stack).gqa_repeats_kv && m.num_kv_heads < m.num_heads;
+}
+
+bool attn_output_copied(const TrainingSetup& t) {
+    const StackConventions& sc = policy().stack(t.stack);
+    return fused_attention_runs(t) && sc.attn_output_copy && !sc.fused_elementwise;
+}
+
+double norm_weight_saved(const ModelSpec& m, const TrainingSetup& t) {
+    return m.norm == NormKind::RMSNorm && t.method == Method::Full ? policy().stack(t.stack).norm_weight_saved_bytes : 0.0;
+}
+
 StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     Builder b;
     const double a = activation_bytes_per_elem(t.precision);
@@ -569,7 +579,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // An eager RMSNorm whose weight trains keeps its normalized input for the weight's
     // gradient as well (StackConventions::norm_weight_saved_bytes; 0 for fused norms):
     // the norms' saves.
-    const double normed_bytes = m.norm == NormKind::RMSNorm && base_trained ? sc.norm_weight_saved_bytes : 0.0;
+    const double normed_bytes = norm_weight_saved(m, t);
     auto norm_saves = [&](int in, std::string_view normed) {
         InlineList<int, 8> s{in};
         if (normed_bytes > 0) s.push_back(b.tensor(normed, h, normed_bytes, R));
@@ -619,7 +629,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     // gqa_repeats_kv) hands the attention K and V at the query width: it keeps them
     // so, and the repeat is a copy each way (forward: read the K / V heads, write the
     // repeated ones; backward: the repeated gradients summed back into the heads).
-    const bool repeats_kv = gqa_repeat(m, sc);
+    const bool repeats_kv = kv_repeated(m, t);
     const double kv_att = repeats_kv ? qd : kvd;
     const int q = b.tensor("q", qd, at, TP);
     const int k = b.tensor("k", kv_att, at, TP);
@@ -720,7 +730,7 @@ StepGraph build_step_graph(const ModelSpec& m, const TrainingSetup& t) {
     }
     // The output's transpose copy, which the output projection keeps beside the kernel's
     // own (StackConventions::attn_output_copy; its traffic is in attn_layout_copies).
-    if (fused_attention_runs(t) && sc.attn_output_copy && !fused) ctx = b.tensor("attn_out", qd, a, TP);
+    if (attn_output_copied(t)) ctx = b.tensor("attn_out", qd, a, TP);
     {
         OpDef& o = b.gemm("o_proj", OpRole::OProj, qd, h, TP, ctx);
         Builder::owns(o, qd * h + bias(m.out_bias, h), base_trained, ShardClass::Dense, true);

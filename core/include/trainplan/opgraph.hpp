@@ -341,6 +341,18 @@ enum class SwigluKernel { Eager, Fused, PackedFused };
 // fused backends take fp16 / bf16 only runs eager attention (data/defaults.toml
 // [stack.*] fp32_attention_unfused).
 [[nodiscard]] bool fused_attention_runs(const TrainingSetup& t);
+// Model code that repeats K and V to every query head before the attention kernel
+// (grouped-query attention only; [stack.*] gqa_repeats_kv): K and V are kept at the
+// query width and the repeat is a copy each way.
+[[nodiscard]] bool kv_repeated(const ModelSpec& m, const TrainingSetup& t);
+// The fused attention's output brought back through a transpose copy that the output
+// projection keeps beside the kernel's own ([stack.*] attn_output_copy; eager
+// element-wise stacks only).
+[[nodiscard]] bool attn_output_copied(const TrainingSetup& t);
+// Bytes per hidden element an eager RMSNorm whose weight trains keeps for that
+// weight's gradient (the 16-bit normalized input; [stack.*] norm_weight_saved_bytes):
+// 0 under LoRA / QLoRA, whose norm weights are frozen, and for fused norms.
+[[nodiscard]] double norm_weight_saved(const ModelSpec& m, const TrainingSetup& t);
 // Under tensor parallelism the stack's TP plan gathers a QK-norm model's q and k to
 // every rank (its tp_gathers_qk_norm): RoPE runs on every head there, and
 // model_parallel_terms (time.cpp) counts the gathers where tp > 1. Independent of
