@@ -451,6 +451,10 @@ TEST_CASE("stacks: the assumes line names the eager layer's K/V repeat, output c
     CHECK(mha.out.find("K and V repeated") == std::string::npos);
     CHECK(mha.out.find("normalized input for its weight") == std::string::npos);
     CHECK(mha.out.find("attention output transposed back") != std::string::npos);
+    // torchtune's MultiHeadAttention expands K / V too (every release; attention.py).
+    const auto tt = tp_test::cli({"fit", "llama-3-8b", "--gpu", "a100-sxm-80gb", "--stack", "torchtune"});
+    REQUIRE((tt.code == 0 || tt.code == 1));
+    CHECK(tt.out.find("K and V repeated to all 32 query heads") != std::string::npos);
     // Megatron's fused kernels keep none of the three.
     const auto mc = tp_test::cli({"fit", "llama-3-8b", "--gpu", "a100-sxm-80gb", "--stack", "megatron-core"});
     REQUIRE((mc.code == 0 || mc.code == 1));
