@@ -190,17 +190,36 @@ double gemm_s(double m, double n, double k, double act_bytes, const Hw& hw, doub
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
     const double flops = 2.0 * m * n * k * batch;
     const double tiles = ceil_positive(m / 128.0) * ceil_positive(n / 128.0) * batch;
-    const double waves = ceil_positive(tiles / hw.sms);
-    const double wave_eff = tiles / (waves * hw.sms);
     // The per-tile fixed cost equals 64 steps of k at the 16-bit rate; a format
     // with a faster tensor-core rate (fp8: twice) runs the main loop faster while
     // the fixed cost stays, so it counts as proportionally more depth.
     const double rate = hw.attn_peak > 0 && hw.peak > 0 ? hw.peak / hw.attn_peak : 1.0;
-    const double depth_eff = k / (k + 64.0 * rate);
-    const double eff = hw.eff.gemm * wave_eff * depth_eff;
-    const double t_compute = flops / (hw.peak * eff);
     const double t_memory = batch * act_bytes * (m * k + k * n + m * n) / hw.bw;
-    return std::max(t_compute, t_memory) + hw.eff.kernel_overhead_s;
+    // Split-K (cuBLAS / CUTLASS): an output with fewer tiles than SMs is computed
+    // as `splits` slices of the reduction in parallel, each slice's fp32 partial
+    // tiles written to a workspace and summed by a second kernel (read them all,
+    // write the output). The library takes the split that runs fastest; one
+    // slice is at least kMinSplitDepth deep. Without it a 512 x 512 x 4096 GEMM
+    // (16 tiles on an H100's 132 SMs) would run at an eighth of the rate XLA
+    // measured (tests/test_time.cpp).
+    // The reduction's cost grows with the split and the compute's gain stops at one
+    // full wave, so the candidates are the split that fills the SMs once and its
+    // halves (and no split).
+    constexpr double kMinSplitDepth = 256;
+    const double fill = std::min(std::floor(k / kMinSplitDepth), std::floor(hw.sms / tiles));
+    const auto time_at = [&](double splits) {
+        const double slices = tiles * splits;
+        const double waves = ceil_positive(slices / hw.sms);
+        const double wave_eff = slices / (waves * hw.sms);
+        const double depth = k / splits;
+        const double depth_eff = depth / (depth + 64.0 * rate);
+        const double t_compute = flops / (hw.peak * hw.eff.gemm * wave_eff * depth_eff);
+        const double t_reduce = splits > 1 ? batch * m * n * (2.0 * splits * 4.0 + act_bytes) / hw.bw + hw.eff.kernel_overhead_s : 0.0;
+        return std::max(t_compute, t_memory) + t_reduce;
+    };
+    double best = time_at(1);
+    for (double splits = fill; splits >= 2; splits = std::floor(splits / 2)) best = std::min(best, time_at(splits));
+    return best + hw.eff.kernel_overhead_s;
 }
 
 struct PassTimes {
