@@ -371,6 +371,21 @@ TEST_CASE("bad run options are rejected with the limit named", "[time][bad-input
     CHECK(w.err == "error: --loader-workers needs --worker-samples-per-s (how fast one worker prepares samples)\n");
 }
 
+// The scenario XLA's sm_90 matmul table is read against: bf16 on an H100 SXM at
+// the boost clock (the table's five-run bursts; the preset's power-saturated
+// rate, which a training step's GEMMs run at, is set aside).
+struct XlaRow {
+    double m, n, k, flops;  // one b = 1 entry of the table: the shape and its measured FLOP/s
+};
+static trainplan::Scenario xla_h100_burst() {
+    trainplan::Scenario s;
+    s.model = tp_test::model("llama-2-7b");
+    s.cluster.gpu = tp_test::gpu("h100-sxm");
+    s.cluster.gpu.sustained_matmul_flops = 0;
+    s.setup.precision = trainplan::Precision::BF16Mixed;
+    return s;
+}
+
 TEST_CASE("GEMM shape efficiency against XLA's measured H100 matmul table", "[time][gemm]") {
     // Measured bf16 x bf16 -> bf16 matmuls on sm_90 (H100 SXM: values above the
     // PCIe card's reach), FLOP/s as XLA's matmul_perf_table_gen recorded them
@@ -378,23 +393,14 @@ TEST_CASE("GEMM shape efficiency against XLA's measured H100 matmul table", "[ti
     // xla/service/gpu/model/matmul_interpolator_data.h, kDefaultMatmulPTable key
     // "sm_90", entries with b = 1 (tensorflow/tensorflow @372d578b,
     // third_party/xla/...). The shapes of training: m x n >= 4096 x 2048, k >= 1024.
-    struct Row {
-        double m, n, k, flops;
-    };
-    const Row rows[] = {
+    const XlaRow rows[] = {
         {4096, 4096, 4096, 783328793548203}, {4096, 4096, 2048, 738736406437117}, {4096, 4096, 1024, 677439636593059},
         {4096, 2048, 4096, 758434522012648}, {4096, 2048, 2048, 716066571523841}, {4096, 2048, 1024, 593227527071823},
         {2048, 4096, 4096, 753643516181744}, {2048, 4096, 2048, 715350982011992}, {2048, 4096, 1024, 594212409518539},
     };
-    trainplan::Scenario s;
-    s.model = tp_test::model("llama-2-7b");
-    s.cluster.gpu = tp_test::gpu("h100-sxm");
-    // Five runs of one kernel are a burst at the boost clock: the preset's
-    // power-saturated rate, which a training step's GEMMs run at, is set aside.
-    s.cluster.gpu.sustained_matmul_flops = 0;
-    s.setup.precision = trainplan::Precision::BF16Mixed;
+    const trainplan::Scenario s = xla_h100_burst();
     std::vector<double> errors;
-    for (const Row& r : rows) {
+    for (const XlaRow& r : rows) {
         const double modelled = 2.0 * r.m * r.n * r.k / trainplan::matmul_seconds(s, r.m, r.n, r.k);
         const double e = modelled / r.flops - 1.0;
         INFO(r.m << " x " << r.n << " x " << r.k << ": modelled " << modelled / 1e12 << " TFLOP/s, measured " << r.flops / 1e12);
@@ -413,19 +419,12 @@ TEST_CASE("an output of few tiles splits its reduction over the idle SMs: XLA's 
     // tile would give 512 x 512 x 4096 84 TFLOP/s against the 187.5 measured; the
     // weight gradients of LoRA adapters and of small models' square layers have
     // this shape (a few output tiles, the tokens as the reduction).
-    struct Row {
-        double m, n, k, flops;
-    };
-    const Row rows[] = {
+    const XlaRow rows[] = {
         {512, 512, 4096, 187454927374301}, {256, 1024, 4096, 177068242744063}, {1024, 512, 4096, 312134251162790},
         {512, 1024, 4096, 300936609865470}, {1024, 256, 4096, 187193483960948}, {256, 2048, 4096, 296286375275938},
     };
-    trainplan::Scenario s;
-    s.model = tp_test::model("llama-2-7b");
-    s.cluster.gpu = tp_test::gpu("h100-sxm");
-    s.cluster.gpu.sustained_matmul_flops = 0;  // five-run bursts, as above
-    s.setup.precision = trainplan::Precision::BF16Mixed;
-    for (const Row& r : rows) {
+    const trainplan::Scenario s = xla_h100_burst();
+    for (const XlaRow& r : rows) {
         const double modelled = 2.0 * r.m * r.n * r.k / trainplan::matmul_seconds(s, r.m, r.n, r.k);
         INFO(r.m << " x " << r.n << " x " << r.k << ": modelled " << modelled / 1e12 << " TFLOP/s, measured " << r.flops / 1e12);
         CHECK(std::abs(modelled / r.flops - 1.0) < 0.30);
@@ -447,11 +446,7 @@ TEST_CASE("batched GEMMs (eager attention's per-head matmuls) share their waves:
         {2, 2048, 4096, 1024, 678724288242730}, {4, 1024, 1024, 2048, 626088527113702}, {4, 512, 4096, 1024, 592245904026475},
         {4, 1024, 512, 2048, 514244168582375},  {2, 512, 2048, 2048, 525314003913894},  {4, 256, 2048, 1024, 358870930481283},
     };
-    trainplan::Scenario s;
-    s.model = tp_test::model("llama-2-7b");
-    s.cluster.gpu = tp_test::gpu("h100-sxm");
-    s.cluster.gpu.sustained_matmul_flops = 0;  // five-run bursts, as above
-    s.setup.precision = trainplan::Precision::BF16Mixed;
+    const trainplan::Scenario s = xla_h100_burst();
     std::vector<double> errors;
     for (const Row& r : rows) {
         const double flops = 2.0 * r.b * r.m * r.n * r.k;
