@@ -76,6 +76,18 @@ TEST_CASE("an MI250X is two 64 GB devices to a process, not one 128 GB device", 
     CHECK(g.peak_flops(NumericFormat::BF16) == Approx(383.0 / 2 * TF));
 }
 
+TEST_CASE("AMD Instinct presets count their compute units, which GEMM waves and overlapped collectives use", "[hardware][presets]") {
+    // AMD's product pages: MI300X and MI325X 304 compute units (8 XCDs x 38), MI250X
+    // 220 per package, 110 per GCD (the device a process sees).
+    CHECK(tp_test::gpu("mi300x").sm_count == 304);
+    CHECK(tp_test::gpu("mi325x").sm_count == 304);
+    CHECK(tp_test::gpu("mi250x").sm_count == 110);
+    // A collective overlapped with compute holds 16 of them ([overlap]
+    // nccl_overlap_ctas): the compute beside it runs 304 / 288 - 1 = 5.6 % longer
+    // (with no count it had run at full speed).
+    CHECK(trainplan::overlap_contention(tp_test::gpu("mi300x")) == Approx(304.0 / 288.0 - 1.0));
+}
+
 TEST_CASE("RTX 6000 Ada has its bf16 tensor rate: the L40S's chip, not the fp32 rate", "[hardware][presets]") {
     // Hand derivation: AD102 does 1024 dense FP16/BF16 FLOP per SM per clock at full-rate
     // FP32 accumulate (RTX 4090 whitepaper: 330.3 TFLOP/s FP16-acc = 128 SM x 2520 MHz x 1024).
