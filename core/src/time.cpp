@@ -206,7 +206,6 @@ double gemm_s(double m, double n, double k, double act_bytes, const Hw& hw, doub
     // full wave, so the candidates are the split that fills the SMs once and its
     // halves (and no split).
     constexpr double kMinSplitDepth = 256;
-    const double fill = std::min(std::floor(k / kMinSplitDepth), std::floor(hw.sms / tiles));
     const auto time_at = [&](double splits) {
         const double slices = tiles * splits;
         const double waves = ceil_positive(slices / hw.sms);
@@ -218,7 +217,12 @@ double gemm_s(double m, double n, double k, double act_bytes, const Hw& hw, doub
         return std::max(t_compute, t_memory) + t_reduce;
     };
     double best = time_at(1);
-    for (double splits = fill; splits >= 2; splits = std::floor(splits / 2)) best = std::min(best, time_at(splits));
+    if (2.0 * tiles <= hw.sms && k >= 2.0 * kMinSplitDepth) {
+        // (Truncation is floor here: both quotients are positive.)
+        for (auto splits = std::min(static_cast<std::int64_t>(k / kMinSplitDepth), static_cast<std::int64_t>(hw.sms / tiles)); splits >= 2;
+             splits /= 2)
+            best = std::min(best, time_at(static_cast<double>(splits)));
+    }
     return best + hw.eff.kernel_overhead_s;
 }
 
