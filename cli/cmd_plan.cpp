@@ -262,25 +262,28 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     }
     if (o.pareto) {
         out << fmt::format("\nPareto front: step time against memory headroom per GPU (no other layout is as fast with as much "
-                           "headroom); GB = 10^9 B, capacity {} per GPU{}:\n",
+                           "headroom); needs/GPU without the allocator's cached blocks and layers gathered ahead (they give way); GB = 10^9 B, capacity {} per GPU{}:\n",
                            gb(listed.front().memory.capacity), s.run.rent_usd_per_gpu_hour > 0 ? "; cost per million tokens at the rent given" : "");
         out << fmt::format("{:>3}  {:<36} {:>9} {:<28} {:>12} {:>9}  {:>11} {:>11} {:>10}\n", "#", "layout", "mb x acc", "setup",
-                           "tokens/s", "step", "mem/GPU", "headroom", "$/Mtok");
+                           "tokens/s", "step", "needs/GPU", "headroom", "$/Mtok");
         int i = 1;
         for (const auto& c : listed) {
             const TrainingSetup& t = c.scenario.setup;
             out << fmt::format("{:>3}  {:<36} {:>9} {:<28} {:>12.0f} {:>8.3f}s  {:>11} {:>11} {:>10}\n", i++, layout_text(c.scenario),
                                fmt::format("{}x{}", t.micro_batch, t.grad_accum), setup_text(t), c.time.throughput.tokens_per_s,
-                               c.time.time.step_s, gb(c.memory.total), gb(c.memory.headroom()),
+                               c.time.time.step_s, gb(c.memory.firm()), gb(c.memory.headroom()),
                                usd_per_token(c) > 0 ? fmt::format("{:.4g}", usd_per_token(c) * 1e6) : "-");
         }
         return 0;
     }
-    out << fmt::format("\nBest layouts by {} (best configuration of each layout); memory per GPU in GB (10^9 B) against a "
-                       "capacity of {} per GPU:\n",
+    // Memory as what the layout needs (MemoryBreakdown::firm): the allocator's cached
+    // blocks and layers gathered ahead are given back before an out-of-memory, so a
+    // total that includes them fills the card whenever they have room.
+    out << fmt::format("\nBest layouts by {} (best configuration of each layout); needs/GPU = memory per GPU without the allocator's "
+                       "cached blocks and layers gathered ahead (they give way), in GB (10^9 B), against a capacity of {} per GPU:\n",
                        rank == RankBy::Cost ? "cost to train" : "throughput", gb(r.top.front().memory.capacity));
     out << fmt::format("{:>3}  {:<34} {:>9} {:<13} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "sharding",
-                       "recompute", "offl", "tokens/s", "MFU", "step", "mem/GPU", "time split compute/comm/bubble");
+                       "recompute", "offl", "tokens/s", "MFU", "step", "needs/GPU", "time split compute/comm/bubble");
     int i = 1;
     for (const auto& c : r.top) {
         const TrainingSetup& t = c.scenario.setup;
@@ -288,7 +291,7 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         out << fmt::format("{:>3}  {:<34} {:>9} {:<13} {:>10} {:>6} {:>12.0f} {:>5.1f}% {:>8.3f}s  {:>11}  {:.0f}/{:.0f}/{:.0f} %\n", i++,
                            layout_text(c.scenario), fmt::format("{}x{}", t.micro_batch, t.grad_accum), sharding_text(t),
                            recompute_text(t), to_string(t.optimizer_offload), c.time.throughput.tokens_per_s,
-                           100 * c.time.throughput.mfu, tb.step_s, gb(c.memory.total), 100 * tb.compute_s / tb.step_s,
+                           100 * c.time.throughput.mfu, tb.step_s, gb(c.memory.firm()), 100 * tb.compute_s / tb.step_s,
                            100 * tb.communication_s / tb.step_s, 100 * tb.bubble_s / tb.step_s);
     }
     const auto band = time_band(residuals, r.top.front().scenario);

@@ -966,7 +966,10 @@ void MainWindow::buildPlan(QWidget* host) {
     v->addWidget(hint);
     plan_table_ = new QTableWidget(0, 8, host);
     plan_table_->setObjectName("planTable");
-    plan_table_->setHorizontalHeaderLabels({"GPUs", "layout", "micro x accum", "sharding", "recompute", "tokens/s", "MFU", "memory/GPU"});
+    plan_table_->setHorizontalHeaderLabels({"GPUs", "layout", "micro x accum", "sharding", "recompute", "tokens/s", "MFU", "needs/GPU"});
+    plan_table_->horizontalHeaderItem(7)->setToolTip(
+        "Memory per GPU the layout needs: without the allocator's cached blocks and layers gathered ahead, which are given back "
+        "before an out-of-memory (the Results tab shows the peak the card would show)");
     // Every column as wide as its header or its widest cell (the layout text carries
     // cp, ovl, act>host); the layout column takes what is left.
     plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -1058,7 +1061,7 @@ void MainWindow::planFinished(const QVector<PlanCandidate>& rows, const QVector<
         const QStringList cells = {QString::number(c.scenario.cluster.num_gpus), layout_text(c.scenario),
                                    QString("%1 x %2").arg(t.micro_batch).arg(t.grad_accum), QString::fromStdString(app::sharding_text(t)),
                                    to_string(t.recompute), QString::number(c.time.throughput.tokens_per_s, 'f', 0),
-                                   QString("%1 %").arg(100 * c.time.throughput.mfu, 0, 'f', 1), gbtext(c.memory.total)};
+                                   QString("%1 %").arg(100 * c.time.throughput.mfu, 0, 'f', 1), gbtext(c.memory.firm())};
         for (int j = 0; j < cells.size(); ++j) plan_table_->setItem(i, j, new QTableWidgetItem(cells[j]));
     }
     statusBar()->showMessage(cancelled ? "Search cancelled" : QString("Search done: %1 layouts").arg(rows.size()), 4000);

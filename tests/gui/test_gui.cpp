@@ -346,7 +346,7 @@ private slots:
         // without the fabric between nodes and read faster than it loads).
         QVERIFY(gpus > 8);
         QCOMPARE(table->item(0, 5)->text(), QString::number(c.time().throughput.tokens_per_s, 'f', 0));
-        QCOMPARE(table->item(0, 7)->text(), gb(c.memory().peak().total));
+        QCOMPARE(table->item(0, 7)->text(), gb(c.memory().peak().firm()));
     }
 
     // Issue 14: the Plan tab's Pareto front. A user's click on a point loads a
