@@ -179,7 +179,8 @@ int run_simulate(const SimulateOptions& o, std::ostream& out, std::ostream& err)
     if (t.ep_comm_s > 0) comm += fmt::format("EP {} on {}; ", secs(t.ep_comm_s), te.placement.ep_link);
     if (t.cp_comm_s > 0) comm += fmt::format("CP K/V ring {} on {} ({} exposed); ", secs(t.cp_comm_s), te.placement.cp_link, secs(t.cp_exposed_s));
     if (t.overlap_contention_s > 0)
-        comm += fmt::format("incl. {} of compute slowed beside the collectives it hides (the SMs NCCL holds); ", secs(t.overlap_contention_s));
+        comm += fmt::format("incl. {} of compute slowed beside the collectives it hides ({}); ", secs(t.overlap_contention_s),
+                            s.cluster.gpu.vendor == "amd" ? "the compute units RCCL holds" : "the SMs NCCL holds");
     row("communication", t.communication_s, comm.empty() ? "none" : comm.substr(0, comm.size() - 2));
     row("bubble", t.bubble_s, s.setup.layout.pp > 1 ? fmt::format("(p-1)/(m v) = {:.3f}", (s.setup.layout.pp - 1.0) / (s.setup.grad_accum * s.setup.layout.vp)) : "");
     row("optimizer", t.optimizer_s, s.setup.optimizer_offload != Offload::None ? "on the CPU (see offload)" : "memory-bound update");
