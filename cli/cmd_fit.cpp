@@ -193,9 +193,9 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
     // and the layers gathered ahead give way before an out-of-memory) beside its
     // peak: under ZeRO-3 the peak fills whatever card it is on, so the peak alone
     // would read the same for every remedy.
-    out << "\nChanges that make it fit, cheapest first (by simulated time per token; more GPUs last);\n"
-           "needs = memory per GPU without the allocator's cached blocks and layers gathered ahead (they give way), "
-           "peak = what the card would show:\n";
+    out << fmt::format("\nChanges that make it fit, cheapest first (by simulated time per token; more GPUs last);\n"
+                       "needs = {}, peak = what the card would show:\n",
+                       app::kNeedsMeaning);
     int i = 1;
     for (const auto& r : rep.remedies) {
         out << fmt::format("  {}. {:<58} needs {:>9}, peak {:>9}  ({} headroom)\n", i++, r.title, gb(r.memory.firm()),

@@ -262,8 +262,8 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
     }
     if (o.pareto) {
         out << fmt::format("\nPareto front: step time against memory headroom per GPU (no other layout is as fast with as much "
-                           "headroom); needs/GPU without the allocator's cached blocks and layers gathered ahead (they give way); GB = 10^9 B, capacity {} per GPU{}:\n",
-                           gb(listed.front().memory.capacity), s.run.rent_usd_per_gpu_hour > 0 ? "; cost per million tokens at the rent given" : "");
+                           "headroom); needs/GPU = {}; GB = 10^9 B, capacity {} per GPU{}:\n",
+                           app::kNeedsMeaning, gb(listed.front().memory.capacity), s.run.rent_usd_per_gpu_hour > 0 ? "; cost per million tokens at the rent given" : "");
         out << fmt::format("{:>3}  {:<36} {:>9} {:<28} {:>12} {:>9}  {:>11} {:>11} {:>10}\n", "#", "layout", "mb x acc", "setup",
                            "tokens/s", "step", "needs/GPU", "headroom", "$/Mtok");
         int i = 1;
@@ -276,12 +276,11 @@ int run_plan(const PlanOptions& o, std::ostream& out, std::ostream& err) {
         }
         return 0;
     }
-    // Memory as what the layout needs (MemoryBreakdown::firm): the allocator's cached
-    // blocks and layers gathered ahead are given back before an out-of-memory, so a
-    // total that includes them fills the card whenever they have room.
-    out << fmt::format("\nBest layouts by {} (best configuration of each layout); needs/GPU = memory per GPU without the allocator's "
-                       "cached blocks and layers gathered ahead (they give way), in GB (10^9 B), against a capacity of {} per GPU:\n",
-                       rank == RankBy::Cost ? "cost to train" : "throughput", gb(r.top.front().memory.capacity));
+    // Memory as what the layout needs (MemoryBreakdown::firm): a total that includes
+    // what gives way fills the card whenever it has room.
+    out << fmt::format("\nBest layouts by {} (best configuration of each layout); needs/GPU = {}, in GB (10^9 B), against a "
+                       "capacity of {} per GPU:\n",
+                       rank == RankBy::Cost ? "cost to train" : "throughput", app::kNeedsMeaning, gb(r.top.front().memory.capacity));
     out << fmt::format("{:>3}  {:<34} {:>9} {:<13} {:>10} {:>6} {:>12} {:>6} {:>9}  {:>11}  {}\n", "#", "layout", "mb x acc", "sharding",
                        "recompute", "offl", "tokens/s", "MFU", "step", "needs/GPU", "time split compute/comm/bubble");
     int i = 1;

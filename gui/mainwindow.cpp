@@ -967,9 +967,8 @@ void MainWindow::buildPlan(QWidget* host) {
     plan_table_ = new QTableWidget(0, 8, host);
     plan_table_->setObjectName("planTable");
     plan_table_->setHorizontalHeaderLabels({"GPUs", "layout", "micro x accum", "sharding", "recompute", "tokens/s", "MFU", "needs/GPU"});
-    plan_table_->horizontalHeaderItem(7)->setToolTip(
-        "Memory per GPU the layout needs: without the allocator's cached blocks and layers gathered ahead, which are given back "
-        "before an out-of-memory (the Results tab shows the peak the card would show)");
+    plan_table_->horizontalHeaderItem(7)->setToolTip(QString::fromUtf8(app::kNeedsMeaning.data(), static_cast<int>(app::kNeedsMeaning.size())) +
+                                                     " (the Results tab shows the peak the card would show)");
     // Every column as wide as its header or its widest cell (the layout text carries
     // cp, ovl, act>host); the layout column takes what is left.
     plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);

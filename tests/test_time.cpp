@@ -371,12 +371,12 @@ TEST_CASE("bad run options are rejected with the limit named", "[time][bad-input
     CHECK(w.err == "error: --loader-workers needs --worker-samples-per-s (how fast one worker prepares samples)\n");
 }
 
+struct XlaRow {
+    double m, n, k, flops;  // one b = 1 entry of XLA's table: the shape and its measured FLOP/s
+};
 // The scenario XLA's sm_90 matmul table is read against: bf16 on an H100 SXM at
 // the boost clock (the table's five-run bursts; the preset's power-saturated
 // rate, which a training step's GEMMs run at, is set aside).
-struct XlaRow {
-    double m, n, k, flops;  // one b = 1 entry of the table: the shape and its measured FLOP/s
-};
 static trainplan::Scenario xla_h100_burst() {
     trainplan::Scenario s;
     s.model = tp_test::model("llama-2-7b");
@@ -384,6 +384,10 @@ static trainplan::Scenario xla_h100_burst() {
     s.cluster.gpu.sustained_matmul_flops = 0;
     s.setup.precision = trainplan::Precision::BF16Mixed;
     return s;
+}
+// The model's FLOP/s on a row's shape.
+static double modelled_flops(const trainplan::Scenario& s, const XlaRow& r) {
+    return 2.0 * r.m * r.n * r.k / trainplan::matmul_seconds(s, r.m, r.n, r.k);
 }
 
 TEST_CASE("GEMM shape efficiency against XLA's measured H100 matmul table", "[time][gemm]") {
@@ -401,7 +405,7 @@ TEST_CASE("GEMM shape efficiency against XLA's measured H100 matmul table", "[ti
     const trainplan::Scenario s = xla_h100_burst();
     std::vector<double> errors;
     for (const XlaRow& r : rows) {
-        const double modelled = 2.0 * r.m * r.n * r.k / trainplan::matmul_seconds(s, r.m, r.n, r.k);
+        const double modelled = modelled_flops(s, r);
         const double e = modelled / r.flops - 1.0;
         INFO(r.m << " x " << r.n << " x " << r.k << ": modelled " << modelled / 1e12 << " TFLOP/s, measured " << r.flops / 1e12);
         CHECK(std::abs(e) < 0.10);
@@ -425,7 +429,7 @@ TEST_CASE("an output of few tiles splits its reduction over the idle SMs: XLA's 
     };
     const trainplan::Scenario s = xla_h100_burst();
     for (const XlaRow& r : rows) {
-        const double modelled = 2.0 * r.m * r.n * r.k / trainplan::matmul_seconds(s, r.m, r.n, r.k);
+        const double modelled = modelled_flops(s, r);
         INFO(r.m << " x " << r.n << " x " << r.k << ": modelled " << modelled / 1e12 << " TFLOP/s, measured " << r.flops / 1e12);
         CHECK(std::abs(modelled / r.flops - 1.0) < 0.30);
     }

@@ -212,7 +212,6 @@ double forward_only_launches(const OpDef& o, const StackConventions& sc, const T
     return gemm_launches(o, sc) * dequant_launches(t);
 }
 
-
 // The stack's RMSNorm is eager model code (transformers' LlamaRMSNorm: x.float(),
 // pow, mean, rsqrt, mul, cast, weight mul), which keeps an fp32 copy of its input
 // ([stack.*] norm_saved_bytes > 0), not one fused kernel (Apex, flash-attn, TE).

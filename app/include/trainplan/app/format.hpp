@@ -28,6 +28,10 @@ std::string count(std::int64_t n);  // "6.74 B", "124 M"
 // firm), as "1.20 GB of layers gathered ahead and ..."; empty
 // when nothing: the headroom counts it as free, and fit and the GUI say so.
 std::string given_back_text(const MemoryBreakdown& m);
+// What "needs" means wherever memory is shown as MemoryBreakdown::firm (fit's
+// remedies, plan's tables, the GUI's plan table): the words after "needs = ".
+inline constexpr std::string_view kNeedsMeaning =
+    "memory per GPU without the allocator's cached blocks and layers gathered ahead (they give way before an out-of-memory)";
 // How the run's caching allocator maps memory: "expandable segments" or "default segments".
 std::string allocator_segments(const TrainingSetup& t);
 
